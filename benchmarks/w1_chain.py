@@ -1,0 +1,143 @@
+"""W1: a chain of N tiny in-place kernels, x = x*a + b on 1024 float32.
+
+Every kernel reads and writes the same array, so the chain is a true
+dependency chain: no graph can run two of its kernels at once. Reported per
+step (one full chain) and per node (step / N).
+"""
+import numpy as np
+from numba import cuda
+
+from benchmarks.common import Bench, Skip, capture_numba, compare, cupy_graph, \
+    run_bench, torch_graph, tracegraph_bench
+
+ID = "W1"
+TITLE = "Chain of N tiny kernels (x = x*a + b, in place)"
+PRIMARY = "step_us"
+BASELINE = "numba_eager"
+A = np.float32(0.999)
+B = np.float32(0.001)
+
+
+@cuda.jit
+def axpb(x, a, b):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] * a + b
+
+
+def sizes(cfg):
+    if cfg.smoke:
+        return dict(ns=[3], size=4, block=4)
+    return dict(ns=[10, 100, 1000], size=1024, block=256)
+
+
+def make_chain(kernel, n, grid, block, stream=0):
+    """The host function every Numba-based contender runs (and tracegraph traces)."""
+    def chain(x):
+        for _ in range(n):
+            kernel[grid, block, stream](x, A, B)
+    return chain
+
+
+def x0(size):
+    return np.linspace(0.0, 2.0, size, dtype=np.float32)
+
+
+def reference(x, n):
+    x = x.copy()
+    for _ in range(n):
+        x = x * A + B
+    return x
+
+
+def numba_check(env, x, size, n, run_once):
+    def check():
+        x.copy_to_device(x0(size))
+        run_once()
+        env.sync()
+        return compare(x.copy_to_host(), reference(x0(size), n))
+    return check
+
+
+def builders(env, n, size, block):
+    grid = (size + block - 1) // block
+    chain = make_chain(axpb, n, grid, block)
+
+    def numba_eager():
+        x = cuda.to_device(x0(size))
+        step = lambda: chain(x)  # noqa: E731
+        return Bench(step, nodes=n, check=numba_check(env, x, size, n, step))
+
+    def numba_capture():
+        env.need_gpu("stream capture")
+        x = cuda.to_device(x0(size))
+        chain(x)
+        env.sync()
+        replay, how = capture_numba(env, lambda s: make_chain(axpb, n, grid, block, s)(x))
+        return Bench(replay, nodes=n, check=numba_check(env, x, size, n, replay),
+                     note=how, keep=replay)
+
+    def tracegraph():
+        x = cuda.to_device(x0(size))
+        return tracegraph_bench(env, chain, (x,), nodes=n,
+                                check=lambda f: numba_check(env, x, size, n, lambda: f.replay(x))())
+
+    def torch_eager(graph=False):
+        torch = env.torch
+        if torch is None:
+            raise Skip(env.notes.get("torch", "torch unavailable"))
+        x = torch.from_numpy(x0(size)).cuda()
+        bt = torch.tensor(float(B), device="cuda", dtype=torch.float32)
+        a = float(A)
+        note = "torch.add(b, x, alpha=a, out=x): 1 kernel per node"
+
+        def step():
+            for _ in range(n):
+                torch.add(bt, x, alpha=a, out=x)
+        try:
+            step()
+            torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001
+            note = "x.mul_(a).add_(b): 2 kernels per node"
+
+            def step():
+                for _ in range(n):
+                    x.mul_(a).add_(b_)
+            b_ = float(B)
+        if graph:
+            g = torch_graph(torch, step)
+            return Bench(g.replay, nodes=n, note=note, keep=(g, x, bt))
+        return Bench(step, nodes=n, note=note, keep=(x, bt))
+
+    def cupy_eager(graph=False):
+        cp = env.cupy
+        if cp is None:
+            raise Skip(env.notes.get("cupy", "cupy unavailable"))
+        k = cp.ElementwiseKernel("float32 a, float32 b", "float32 x", "x = x * a + b", "w1_axpb")
+        x = cp.asarray(x0(size))
+
+        def step():
+            for _ in range(n):
+                k(A, B, x)
+        note = "cupy.ElementwiseKernel x = x*a + b, in place"
+        if graph:
+            launch = cupy_graph(cp, step)
+            return Bench(launch, nodes=n, note=note, keep=(launch, x))
+        return Bench(step, nodes=n, note=note, keep=x)
+
+    return [("numba_eager", numba_eager), ("numba_capture", numba_capture),
+            ("tracegraph", tracegraph),
+            ("torch_eager", torch_eager), ("torch_graph", lambda: torch_eager(True)),
+            ("cupy_eager", cupy_eager), ("cupy_graph", lambda: cupy_eager(True))]
+
+
+def run(env, native=None):
+    s = sizes(env.cfg)
+    rows = []
+    for n in s["ns"]:
+        case = f"N={n}"
+        for name, build in builders(env, n, s["size"], s["block"]):
+            rows.append(run_bench(env, ID, case, name, build))
+        if native is not None:
+            rows.extend(native.w1_rows(env, ID, case, n))
+    return rows

@@ -1,0 +1,22 @@
+"""tracegraph: turn a Python function that launches Numba CUDA kernels into one explicit
+CUDA graph, built once and replayed with one launch."""
+from __future__ import annotations
+
+from . import ops
+from .api import CompiledFunction, compile
+from .errors import (CudaError, LoweringError, SignatureError, TraceError, TracegraphError,
+                     VerifyError)
+from .ir import Program, verify
+from .lower import Plan
+from .trace import (Array, access, callback, empty, empty_like, record, wait, zeros,
+                    zeros_like)
+from .visualize import visualize
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Array", "CompiledFunction", "CudaError", "LoweringError", "Plan", "Program",
+    "SignatureError", "TraceError", "TracegraphError", "VerifyError", "access", "callback",
+    "compile", "empty", "empty_like", "ops", "record", "verify", "visualize", "wait", "zeros",
+    "zeros_like",
+]

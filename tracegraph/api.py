@@ -1,0 +1,256 @@
+"""`tg.compile` and CompiledFunction: signature cache, trace -> passes -> lower -> backend."""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from . import arrays, backends, config, pytree
+from .errors import SignatureError, TraceError
+from .ir import Program
+from .lower import Plan, lower
+from .passes import run_passes
+from .trace import trace_function, user_location
+
+log = logging.getLogger("tracegraph.api")
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One signature's compiled graph."""
+    key: tuple
+    program: Program
+    plan: Plan
+    executable: Any
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    leaves: list
+    paths: list
+    tree: Any
+    infos: list
+    key: tuple
+
+
+class CompiledFunction:
+    """A traced function: one compiled graph per input signature."""
+
+    def __init__(self, fn: Callable, backend: str = "auto"):
+        if backend not in backends.BACKENDS:
+            raise TraceError(f"unknown backend {backend!r}", where=user_location(3),
+                             fix=f"use one of {backends.BACKENDS}")
+        self._fn = fn
+        self._backend_choice = backend
+        self._backend: str | None = None
+        self._cache: dict[tuple, Compiled] = {}
+        self._latest: Compiled | None = None
+        self._lock = threading.RLock()
+        self._pysig = inspect.signature(fn)
+        params = list(self._pysig.parameters.values())
+        self._simple_arity = (len(params) if all(
+            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+            for p in params) else None)
+        functools.update_wrapper(self, fn)
+
+    # -- public ---------------------------------------------------------------
+    @property
+    def backend(self) -> str:
+        """The backend this function runs on ("cuda" or "sim")."""
+        if self._backend is None:
+            self._backend = backends.resolve(self._backend_choice)
+        return self._backend
+
+    def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
+        """Run: trace, compile and launch on the first call of a signature, else replay."""
+        call = self._prepare(args, kwargs)
+        entry = self._cache.get(call.key)
+        if entry is None:
+            entry = self._compile(call)
+        return entry.executable.run(call.leaves, call.infos, stream)
+
+    def replay(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
+        """Replay an already compiled signature; never traces."""
+        call = self._prepare(args, kwargs)
+        entry = self._cache.get(call.key)
+        if entry is None:
+            raise self._signature_error(call)
+        return entry.executable.run(call.leaves, call.infos, stream)
+
+    def trace(self, *args: Any, **kwargs: Any) -> Program:
+        """The Program (dependency DAG) for these arguments; nothing runs."""
+        return self._trace(self._prepare(args, kwargs))
+
+    def lower(self, *args: Any, **kwargs: Any) -> Plan:
+        """The Plan (explicit graph nodes) for these arguments; nothing runs."""
+        return lower(self.trace(*args, **kwargs))
+
+    @property
+    def compiled(self) -> tuple[Compiled, ...]:
+        return tuple(self._cache.values())
+
+    @property
+    def latest(self) -> Compiled | None:
+        """The most recently compiled signature."""
+        return self._latest
+
+    def clear(self) -> None:
+        """Drop every compiled graph (they are released once nothing else holds them)."""
+        with self._lock:
+            self._cache.clear()
+            self._latest = None
+
+    def __repr__(self) -> str:
+        return f"<tracegraph.CompiledFunction {self.__qualname__}: {len(self._cache)} graphs>"
+
+    # -- internals ------------------------------------------------------------
+    def _prepare(self, args: tuple, kwargs: dict) -> _Call:
+        if not kwargs and len(args) == self._simple_arity:
+            leaves: list = []
+            paths: list = []
+            trees = []
+            for name, a in zip(self._pysig.parameters, args):
+                lv, ps, t = pytree.flatten(a, name)
+                leaves += lv
+                paths += ps
+                trees.append(t)
+            tree = ("call", tuple(trees), ())
+        else:
+            leaves, paths, tree = self._bind(args, kwargs)
+        infos = [arrays.describe(x) for x in leaves]
+        groups = arrays.alias_groups(infos)
+        key_parts = [tree]
+        for leaf, info, group in zip(leaves, infos, groups):
+            if info is None:
+                key_parts.append((type(leaf), leaf))
+            else:
+                key_parts.append((info.placement, info.shape, info.dtype, info.strides, group))
+        try:
+            key = tuple(key_parts)
+            hash(key)
+        except TypeError:
+            bad = next(p for p, leaf in zip(paths, leaves) if not _hashable(leaf))
+            raise TraceError(f"argument {bad} of type {type(leaves[paths.index(bad)]).__name__} "
+                             "cannot live in a graph", where=user_location(3),
+                             fix="pass arrays, scalars, or tuples/lists/dicts of these") from None
+        return _Call(leaves, paths, tree, infos, key)
+
+    def _bind(self, args: tuple, kwargs: dict) -> tuple[list, list, Any]:
+        try:
+            bound = self._pysig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise SignatureError(f"{self.__qualname__}() got arguments that do not match its "
+                                 f"parameters: {exc}", where=user_location(4),
+                                 fix=f"call it as {self.__qualname__}{self._pysig}") from None
+        bound.apply_defaults()
+        leaves: list = []
+        paths: list = []
+        trees = []
+        for name, a in zip(self._pysig.parameters, bound.args):
+            lv, ps, t = pytree.flatten(a, name)
+            leaves += lv
+            paths += ps
+            trees.append(t)
+        kw_trees = []
+        for name, a in bound.kwargs.items():
+            lv, ps, t = pytree.flatten(a, name)
+            leaves += lv
+            paths += ps
+            kw_trees.append((name, t))
+        return leaves, paths, ("call", tuple(trees), tuple(kw_trees))
+
+    def _trace(self, call: _Call) -> Program:
+        groups = arrays.alias_groups(call.infos)
+        return run_passes(trace_function(self._fn, call.leaves, call.paths, call.tree,
+                                         call.infos, groups))
+
+    def _compile(self, call: _Call) -> Compiled:
+        with self._lock:
+            entry = self._cache.get(call.key)
+            if entry is not None:
+                return entry
+            backend = self.backend
+            program = self._trace(call)
+            plan = lower(program)
+            executable = backends.build(plan, backend)
+            entry = Compiled(call.key, program, plan, executable)
+            self._cache[call.key] = entry
+            self._latest = entry
+            log.info("compiled %s for a new signature on %s: %d nodes", self.__qualname__,
+                     backend, len(plan.nodes))
+            return entry
+
+    def _signature_error(self, call: _Call) -> SignatureError:
+        where = user_location(3)
+        name = self.__qualname__
+        if not self._cache:
+            return SignatureError(f"{name}.replay() was called before anything was compiled",
+                                  where=where, fix=f"call {name}(...) once to trace and compile")
+        best = min(self._cache.values(), key=lambda e: _distance(e.key, call.key))
+        diffs = _describe_diff(best.program, call)
+        known = len(self._cache)
+        return SignatureError(f"{name}.replay() got arguments that match none of its {known} "
+                              f"compiled signature(s): " + "; ".join(diffs),
+                              where=where,
+                              fix=f"pass arguments like the compiled call, or call {name}(...) "
+                                  "to compile this signature too")
+
+
+def _hashable(x: Any) -> bool:
+    try:
+        hash(x)
+        return True
+    except TypeError:
+        return False
+
+
+def _distance(a: tuple, b: tuple) -> int:
+    return sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b)) * 10
+
+
+def _describe_diff(program: Program, call: _Call) -> list[str]:
+    expected = program.inputs
+    if len(expected) != len(call.leaves) or program.input_tree != call.tree:
+        names = [i.path for i in expected]
+        return [f"expected arguments {names}, got {call.paths} (a different number or nesting "
+                "of arguments, or keyword/positional arguments in another arrangement)"]
+    diffs = []
+    groups = arrays.alias_groups(call.infos)
+    for inp, leaf, info, path in zip(expected, call.leaves, call.infos, call.paths):
+        if inp.kind == "static":
+            if info is not None:
+                diffs.append(f"argument {path}: expected the value {inp.value!r}, got an array")
+            elif (type(leaf), leaf) != (type(inp.value), inp.value):
+                diffs.append(f"argument {path}: expected the value {inp.value!r} "
+                             f"({type(inp.value).__name__}), got {leaf!r} "
+                             f"({type(leaf).__name__}); Python scalars are baked into the graph")
+            continue
+        if info is None:
+            diffs.append(f"argument {path}: expected {_fmt(inp.dtype, inp.shape, inp.placement)} "
+                         f"array, got {type(leaf).__name__} {leaf!r:.40}")
+            continue
+        got = _fmt(info.dtype, info.shape, info.placement)
+        want = _fmt(inp.dtype, inp.shape, inp.placement)
+        if got != want:
+            diffs.append(f"argument {path}: expected {want}, got {got}")
+        elif info.strides != inp.strides:
+            diffs.append(f"argument {path}: expected strides {inp.strides}, got {info.strides}")
+    if not diffs:
+        diffs.append("the arguments share memory differently than in the compiled call "
+                     f"(aliasing {groups})")
+    return diffs
+
+
+def _fmt(dtype: Any, shape: tuple, placement: str) -> str:
+    return f"{dtype}{list(shape)} on {placement}"
+
+
+def compile(fn: Callable | None = None, *, backend: str = "auto") -> Any:  # noqa: A001
+    """Decorator: `@tg.compile` or `@tg.compile(backend="sim")`."""
+    config.configure_logging()
+    if fn is None:
+        return lambda f: CompiledFunction(f, backend)
+    return CompiledFunction(fn, backend)

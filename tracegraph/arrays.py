@@ -1,0 +1,109 @@
+"""What the caller passed: host or device array, where its bytes are, its shape and dtype."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _numba
+
+HOST = "host"
+DEVICE = "device"
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayInfo:
+    placement: str              # HOST or DEVICE
+    ptr: int                    # address of element [0, ...]
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]    # bytes
+    dtype: np.dtype
+
+    @property
+    def extent(self) -> tuple[int, int]:
+        """[lo, hi) addresses the array can touch."""
+        lo = hi = self.ptr
+        if 0 in self.shape:
+            return (lo, lo)
+        for n, s in zip(self.shape, self.strides):
+            step = (n - 1) * s
+            if step < 0:
+                lo += step
+            else:
+                hi += step
+        return (lo, hi + self.dtype.itemsize)
+
+
+def contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides = []
+    acc = itemsize
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def describe(obj: Any) -> ArrayInfo | None:
+    """ArrayInfo for a NumPy array or a device array; None for anything else."""
+    if isinstance(obj, np.ndarray):
+        return ArrayInfo(HOST, obj.__array_interface__["data"][0], obj.shape, obj.strides,
+                         obj.dtype)
+    if _numba.is_simulated_device_array(obj):
+        host = _numba.simulated_device_array_host(obj)
+        return ArrayInfo(DEVICE, host.__array_interface__["data"][0], host.shape,
+                         host.strides, host.dtype)
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        dtype = np.dtype(cai["typestr"])
+        shape = tuple(cai["shape"])
+        strides = cai.get("strides")
+        strides = tuple(strides) if strides else contiguous_strides(shape, dtype.itemsize)
+        return ArrayInfo(DEVICE, cai["data"][0], shape, strides, dtype)
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        return _describe_dlpack(obj)
+    return None
+
+
+def _describe_dlpack(obj: Any) -> ArrayInfo | None:
+    device_type, _ = obj.__dlpack_device__()
+    if device_type not in (2, 3, 13):  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+        return None
+    from cuda.core.utils import StridedMemoryView
+    view = StridedMemoryView(obj, stream_ptr=-1)
+    dtype = np.dtype(view.dtype)
+    shape = tuple(view.shape)
+    strides = (tuple(s * dtype.itemsize for s in view.strides) if view.strides
+               else contiguous_strides(shape, dtype.itemsize))
+    return ArrayInfo(DEVICE, int(view.ptr), shape, strides, dtype)
+
+
+def alias_groups(infos: list[ArrayInfo | None]) -> list[tuple[int, int] | None]:
+    """For each array: (first leaf of its group, its lowest address minus the group's lowest).
+
+    Arrays of the same placement whose bytes overlap share a group, so the graph sees
+    them as one buffer and orders their accesses. Naming a group by its first leaf keeps
+    the answer independent of where the allocator put things. Non-arrays get None.
+    """
+    result: list[tuple[int, int] | None] = [None] * len(infos)
+    spans = [(info.placement, info.extent, i) for i, info in enumerate(infos) if info is not None]
+    if len(spans) == 1:
+        result[spans[0][2]] = (spans[0][2], 0)
+        return result
+    spans.sort(key=lambda s: (s[0], s[1][0]))
+    groups: list[list[tuple[int, int]]] = []  # [(leaf, lo)]
+    group_hi = 0
+    placement = None
+    for place, (lo, hi), i in spans:
+        if place != placement or lo >= group_hi or hi == lo or not groups:
+            groups.append([])
+            group_hi, placement = hi, place
+        else:
+            group_hi = max(group_hi, hi)
+        groups[-1].append((i, lo))
+    for members in groups:
+        first = min(i for i, _ in members)
+        base = min(lo for _, lo in members)
+        for i, lo in members:
+            result[i] = (first, lo - base)
+    return result

@@ -1,0 +1,66 @@
+"""Backends execute a Plan: `sim` (CPU reference) and `cuda` (explicit CUDA graph)."""
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _numba, config
+from ..errors import TracegraphError
+
+BACKENDS = ("auto", "cuda", "sim")
+
+
+def gpu_usable() -> bool:
+    """A GPU that Numba can use, and Numba not in simulator mode."""
+    if _numba.SIMULATOR:
+        return False
+    try:
+        from numba import cuda
+        return bool(cuda.is_available())
+    except Exception:  # noqa: BLE001 - no driver, no toolkit: no GPU
+        return False
+
+
+def resolve(name: str) -> str:
+    """The backend a name stands for: TRACEGRAPH_BACKEND wins over "auto"."""
+    if name == "auto":
+        name = config.backend_override() or "auto"
+    if name == "auto":
+        return "cuda" if gpu_usable() else "sim"
+    if name not in BACKENDS:
+        raise TracegraphError(f"unknown backend {name!r}", fix=f"use one of {BACKENDS}")
+    if name == "cuda" and not gpu_usable():
+        why = ("Numba runs in simulator mode (NUMBA_ENABLE_CUDASIM=1)" if _numba.SIMULATOR
+               else "no CUDA GPU is usable on this machine")
+        raise TracegraphError(f"backend 'cuda' was asked for but {why}",
+                              fix="use backend='sim' (or 'auto'), or run on a machine with an "
+                                  "NVIDIA GPU and driver")
+    return name
+
+
+def build(plan: Any, backend: str) -> Any:
+    """An executable for `plan`: `.run(leaves, infos, stream)` returns the results."""
+    if backend == "sim":
+        from . import sim
+        return sim.build(plan, config.sim_order_seed())
+    from . import cuda
+    return cuda.build(plan)
+
+
+def input_bases(plan: Any, infos: list) -> tuple[dict[int, int], dict[int, int]]:
+    """Addresses of the caller's memory for this call.
+
+    Returns ({device input buffer: its base address}, {staging buffer: base address of
+    the caller's host memory it mirrors}). A buffer's base is where byte 0 of the buffer
+    lies: the array's element [0...] address minus the view's offset.
+    """
+    device: dict[int, int] = {}
+    staging: dict[int, int] = {}
+    for inp in plan.inputs:
+        if inp.kind != "array":
+            continue
+        base = infos[inp.index].ptr - inp.view.offset
+        if inp.staging is None:
+            device.setdefault(inp.buffer, base)
+        else:
+            staging.setdefault(inp.staging, base)
+    return device, staging

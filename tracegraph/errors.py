@@ -1,0 +1,49 @@
+"""tracegraph's exceptions: each says what was wrong, where in the user's code, and what to do."""
+from __future__ import annotations
+
+
+class TracegraphError(Exception):
+    """Base class of every error tracegraph raises on purpose."""
+
+    def __init__(self, what: str, *, where: str | None = None, fix: str | None = None):
+        self.what = what
+        self.where = where
+        self.fix = fix
+        parts = [what]
+        if where:
+            parts.append(f"at {where}")
+        if fix:
+            parts.append(f"fix: {fix}")
+        super().__init__("\n  ".join(parts))
+
+
+class TraceError(TracegraphError):
+    """The traced function did something that cannot be recorded into a graph."""
+
+
+class SignatureError(TracegraphError):
+    """replay() got arguments that match no compiled signature."""
+
+
+class LoweringError(TracegraphError):
+    """A Program could not be lowered to explicit graph nodes."""
+
+
+class VerifyError(TracegraphError):
+    """A Program or Plan broke an invariant of the IR (a bug in a pass, or a hand-built IR)."""
+
+
+class CudaError(TracegraphError):
+    """A CUDA driver call failed. Carries the driver's error name and the graph node involved."""
+
+    def __init__(self, what: str, *, error_name: str = "", call: str = "", node: str | None = None,
+                 where: str | None = None, fix: str | None = None):
+        self.error_name = error_name
+        self.call = call
+        self.node = node
+        detail = what
+        if call or error_name:
+            detail = f"{what} ({call} returned {error_name})" if call else f"{what} ({error_name})"
+        if node:
+            detail += f" in node {node}"
+        super().__init__(detail, where=where, fix=fix)

@@ -1,0 +1,1 @@
+"""Array operations as Numba kernels with declared accesses (see docs/ops.md)."""

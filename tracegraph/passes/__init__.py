@@ -1,0 +1,21 @@
+"""Pure passes Program -> Program, run in this order by `run_passes`."""
+from __future__ import annotations
+
+from ..ir import Program, verify
+from .branches import find_lanes
+from .dependencies import add_dependencies, primary_hazard, transitive_reduction
+
+PASSES = (add_dependencies, transitive_reduction, find_lanes)
+
+
+def run_passes(program: Program, *, check: bool = False) -> Program:
+    """All passes in order; with `check`, verify() after each (tests turn this on)."""
+    for p in PASSES:
+        program = p(program)
+        if check:
+            verify(program, check_order=True)
+    return program
+
+
+__all__ = ["PASSES", "run_passes", "add_dependencies", "transitive_reduction", "find_lanes",
+           "primary_hazard"]

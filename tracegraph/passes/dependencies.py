@@ -1,0 +1,88 @@
+"""Dependency edges from byte-range accesses."""
+from __future__ import annotations
+
+import networkx as nx
+
+from ..ir import HAZARDS, Access, Program
+
+
+def _hazards(earlier: Access, later: Access) -> set[str]:
+    found = set()
+    if earlier.writes and later.reads:
+        found.add("RAW")
+    if earlier.writes and later.writes:
+        found.add("WAW")
+    if earlier.reads and later.writes:
+        found.add("WAR")
+    return found
+
+
+def primary_hazard(hazards: set[str] | frozenset[str]) -> str:
+    return next(h for h in HAZARDS if h in hazards)
+
+
+def add_dependencies(program: Program) -> Program:
+    """Order every two ops that touch overlapping bytes of one buffer where one writes.
+
+    Requires: a graph with one node per op and no edges.
+    Guarantees: for every such pair (i < j) a path i -> j; each edge carries `hazards`
+    (the set of RAW/WAR/WAW it stands for) and `hazard` (the first of RAW, WAW, WAR in it).
+    Reads of the same bytes, and disjoint byte ranges of one buffer, get no edge. A barrier
+    op is ordered after all earlier ops and before all later ones. Not transitively reduced.
+    """
+    edges: dict[tuple[int, int], set[str]] = {}
+    # per buffer, the accesses a later op may still conflict with: (access, op index)
+    live: dict[int, list[tuple[Access, int]]] = {}
+    last_barrier: int | None = None
+    since_barrier: list[int] = []
+
+    def edge(i: int, j: int, hazards: set[str]) -> None:
+        edges.setdefault((i, j), set()).update(hazards)
+
+    for j, op in enumerate(program.ops):
+        if op.barrier:
+            for i in since_barrier:
+                writes = any(a.writes for a in program.ops[i].accesses)
+                edge(i, j, {"RAW"} if writes else {"WAR"})
+            if last_barrier is not None and not since_barrier:
+                edge(last_barrier, j, {"WAW"})
+            last_barrier, since_barrier = j, []
+            live.clear()
+        else:
+            if last_barrier is not None:
+                writes = any(a.writes for a in op.accesses)
+                edge(last_barrier, j, {"WAW"} if writes else {"RAW"})
+            since_barrier.append(j)
+        mine = [a for a in op.accesses if a.stop > a.start]
+        for a in mine:
+            for r, i in live.get(a.buffer, ()):
+                if i != j and r.start < a.stop and a.start < r.stop and (r.writes or a.writes):
+                    edge(i, j, _hazards(r, a))
+        for a in mine:
+            records = live.setdefault(a.buffer, [])
+            if a.writes:
+                # what this write covers is ordered before it; later conflicts with the
+                # covered accesses are conflicts with this write too
+                records[:] = [(r, i) for r, i in records
+                              if i == j or not (a.start <= r.start and r.stop <= a.stop)]
+            records.append((a, j))
+
+    graph = program.graph.copy()
+    graph.add_edges_from((i, j, {"hazards": frozenset(h), "hazard": primary_hazard(h)})
+                         for (i, j), h in edges.items())
+    return program.replace(graph=graph)
+
+
+def transitive_reduction(program: Program) -> Program:
+    """Drop edges implied by longer paths.
+
+    Requires: an acyclic graph. Guarantees: the same reachability with the fewest edges;
+    node data and the data of kept edges are unchanged.
+    """
+    g = program.graph
+    if all(g.in_degree(v) <= 1 for v in g):
+        return program  # a forest: nothing is implied twice
+    reduced = nx.transitive_reduction(g)
+    reduced.add_nodes_from(g.nodes(data=True))
+    reduced.add_edges_from((u, v, g.edges[u, v]) for u, v in reduced.edges)
+    return program.replace(graph=reduced)

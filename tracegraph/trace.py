@@ -1,0 +1,599 @@
+"""The tracer: runs the user's function once with traced arrays and records, in order,
+every launch it makes. Nothing executes and no GPU is needed."""
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import sys
+import warnings
+import weakref
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from . import _numba, arrays, pytree
+from .errors import TraceError
+from .ir import (DEVICE_INPUT, EXTERNAL, HOST_INPUT, STAGING, TEMP, Access, Buffer, InputLeaf,
+                 Op, OutputLeaf, Program, View, op_graph)
+
+log = logging.getLogger("tracegraph.trace")
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_NUMBA_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__))
+                    for m in (__import__("numba"), __import__("numba.cuda").cuda))
+
+
+def user_location(depth: int = 1) -> str:
+    """file:line of the innermost frame outside tracegraph and Numba."""
+    frame = sys._getframe(depth)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not (filename.startswith(_PACKAGE_DIR) or filename.startswith(_NUMBA_DIRS)
+                or filename.startswith("<frozen")):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "?"
+
+
+# ---------------------------------------------------------------------------
+# declared accesses
+
+_declared: "weakref.WeakKeyDictionary[Any, tuple[frozenset, frozenset]]" = weakref.WeakKeyDictionary()
+
+
+def access(kernel: Any, *, reads: Iterable[str | int] = (), writes: Iterable[str | int] = ()) -> Any:
+    """Declare which parameters `kernel` reads and writes, overriding inference.
+
+    Parameters are named or numbered; array parameters in neither list are taken as read.
+    Returns the kernel, so it can wrap the definition.
+    """
+    if not _numba.is_kernel(kernel):
+        raise TraceError(f"tg.access expects a @cuda.jit kernel, got {type(kernel).__name__}",
+                         where=user_location(2), fix="pass the kernel object itself")
+    names = list(inspect.signature(_numba.kernel_py_func(kernel)).parameters)
+
+    def index(p: str | int) -> int:
+        if isinstance(p, int) and 0 <= p < len(names):
+            return p
+        if isinstance(p, str) and p in names:
+            return names.index(p)
+        raise TraceError(f"tg.access: {_numba.kernel_name(kernel)} has no parameter {p!r}",
+                         where=user_location(3), fix=f"use one of {names}")
+
+    _declared[kernel] = (frozenset(map(index, reads)), frozenset(map(index, writes)))
+    return kernel
+
+
+def _param_modes(kernel: Any, ndims: tuple[int | None, ...]) -> tuple[str, ...]:
+    declared = _declared.get(kernel)
+    if declared is not None:
+        reads, writes = declared
+        return tuple(("w" if i in writes and i not in reads else
+                      "rw" if i in writes else "r") if nd is not None else ""
+                     for i, nd in enumerate(ndims))
+    try:
+        return _numba.infer_param_access(kernel, ndims)
+    except Exception as exc:  # noqa: BLE001 - unreadable IR: assume everything is touched
+        log.debug("access inference failed for %s (%s); assuming read+write",
+                  _numba.kernel_name(kernel), exc)
+        return tuple("rw" if nd is not None else "" for nd in ndims)
+
+
+# ---------------------------------------------------------------------------
+# traced arrays
+
+def _refuse(what: str, fix: str) -> TraceError:
+    return TraceError(what, where=user_location(3), fix=fix)
+
+
+_READ_FIX = ("tracing records launches without running them; return the array from the "
+             "traced function and read it after the call, or use tg.callback for host work")
+
+
+class Array:
+    """A device array inside a traced function: shape and dtype, but no data yet."""
+
+    __slots__ = ("_tracer", "_view", "__weakref__")
+
+    def __init__(self, tracer: "Tracer", view: View):
+        self._tracer = tracer
+        self._view = view
+
+    # metadata
+    shape = property(lambda self: self._view.shape)
+    strides = property(lambda self: self._view.strides)
+    dtype = property(lambda self: self._view.dtype)
+    ndim = property(lambda self: len(self._view.shape))
+    size = property(lambda self: self._view.size)
+    itemsize = property(lambda self: self._view.itemsize)
+    nbytes = property(lambda self: self._view.size * self._view.itemsize)
+
+    def __len__(self) -> int:
+        if not self._view.shape:
+            raise TypeError("len() of a 0-d tracegraph Array")
+        return self._view.shape[0]
+
+    def __repr__(self) -> str:
+        return f"tg.Array(shape={self.shape}, dtype={self.dtype})"
+
+    @property
+    def T(self) -> "Array":
+        v = self._view
+        return Array(self._tracer, View(v.buffer, v.offset, v.shape[::-1], v.strides[::-1], v.dtype))
+
+    def __getitem__(self, key: Any) -> "Array":
+        return Array(self._tracer, _index_view(self._view, key))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise _refuse("assigning into a traced array on the host is not recorded",
+                      "write it inside a kernel, or use tg.ops.fill / tg.ops.copy")
+
+    # reading data on the host cannot be traced
+    def __array__(self, *_: Any, **__: Any) -> Any:
+        raise _refuse("np.asarray() of a traced array reads device data while tracing", _READ_FIX)
+
+    def copy_to_host(self, *_: Any, **__: Any) -> Any:
+        raise _refuse("copy_to_host() of a traced array reads device data while tracing",
+                      _READ_FIX)
+
+    def __float__(self) -> float:
+        raise _refuse("float() of a traced array reads device data while tracing", _READ_FIX)
+
+    def __int__(self) -> int:
+        raise _refuse("int() of a traced array reads device data while tracing", _READ_FIX)
+
+    def __index__(self) -> int:
+        raise _refuse("using a traced array as an index reads device data while tracing",
+                      _READ_FIX)
+
+    def __bool__(self) -> bool:
+        raise _refuse("Python control flow on a traced array reads device data while tracing",
+                      "the graph is fixed at trace time: branch inside a kernel (or pass the "
+                      "condition as a Python scalar argument, which gives one graph per value)")
+
+    def __iter__(self) -> Any:
+        raise _refuse("iterating over a traced array reads device data while tracing",
+                      _READ_FIX)
+
+    def item(self, *_: Any) -> Any:
+        raise _refuse("item() of a traced array reads device data while tracing", _READ_FIX)
+
+    tolist = item
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        raise _refuse("a traced array has no device memory while tracing (another library "
+                      "asked for __cuda_array_interface__)",
+                      "inside a traced function, pass traced arrays only to Numba kernels "
+                      "and tg.ops")
+
+    def reshape(self, *shape: Any) -> "Array":
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        v = self._view
+        shape = _resolve_shape(tuple(int(s) for s in shape), v.size)
+        if not v.is_c_contiguous():
+            raise _refuse(f"reshape of a non-contiguous traced array {v.shape}",
+                          "copy it first with tg.ops.copy")
+        strides = arrays.contiguous_strides(shape, v.itemsize)
+        return Array(self._tracer, View(v.buffer, v.offset, shape, strides, v.dtype))
+
+    # arithmetic is tracegraph.ops
+    def _op(self, name: str, *args: Any) -> Any:
+        from . import ops
+        return getattr(ops, name)(*args)
+
+    def __add__(self, o): return self._op("add", self, o)
+    def __radd__(self, o): return self._op("add", o, self)
+    def __sub__(self, o): return self._op("subtract", self, o)
+    def __rsub__(self, o): return self._op("subtract", o, self)
+    def __mul__(self, o): return self._op("multiply", self, o)
+    def __rmul__(self, o): return self._op("multiply", o, self)
+    def __truediv__(self, o): return self._op("divide", self, o)
+    def __rtruediv__(self, o): return self._op("divide", o, self)
+    def __matmul__(self, o): return self._op("matmul", self, o)
+    def __rmatmul__(self, o): return self._op("matmul", o, self)
+    def __neg__(self): return self._op("negative", self)
+    def __abs__(self): return self._op("abs", self)
+    def __lt__(self, o): return self._op("less", self, o)
+    def __le__(self, o): return self._op("less_equal", self, o)
+    def __gt__(self, o): return self._op("greater", self, o)
+    def __ge__(self, o): return self._op("greater_equal", self, o)
+    __hash__ = object.__hash__
+
+
+def _resolve_shape(shape: tuple[int, ...], size: int) -> tuple[int, ...]:
+    if shape.count(-1) == 1:
+        known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        shape = tuple(size // known if s == -1 else s for s in shape)
+    if int(np.prod(shape, dtype=np.int64)) != size:
+        raise _refuse(f"cannot reshape {size} elements into {shape}", "check the shape")
+    return shape
+
+
+def _index_view(v: View, key: Any) -> View:
+    """NumPy basic indexing (ints, slices, Ellipsis, None) on a view."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if any(k is Ellipsis for k in key):
+        i = key.index(Ellipsis)
+        fill = len(v.shape) - (len(key) - 1 - sum(k is None for k in key))
+        key = key[:i] + (slice(None),) * fill + key[i + 1:]
+    offset, shape, strides = v.offset, [], []
+    dim = 0
+    for k in key:
+        if k is None:
+            shape.append(1)
+            strides.append(0)
+            continue
+        if dim >= len(v.shape):
+            raise _refuse(f"too many indices for a traced array of shape {v.shape}",
+                          "index with at most one entry per dimension")
+        n, s = v.shape[dim], v.strides[dim]
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            count = len(range(start, stop, step))
+            offset += start * s
+            shape.append(count)
+            strides.append(s * step)
+        elif isinstance(k, (int, np.integer)):
+            k = int(k)
+            if not -n <= k < n:
+                raise _refuse(f"index {k} is out of bounds for axis {dim} of size {n}",
+                              "check the index")
+            offset += (k % n) * s
+        else:
+            raise _refuse(f"traced arrays take basic indexing only, got {type(k).__name__}",
+                          "use ints, slices, Ellipsis or None; gather inside a kernel")
+        dim += 1
+    shape.extend(v.shape[dim:])
+    strides.extend(v.strides[dim:])
+    return View(v.buffer, offset, tuple(shape), tuple(strides), v.dtype)
+
+
+# ---------------------------------------------------------------------------
+# creating graph-owned arrays
+
+def _active(fn_name: str) -> "Tracer":
+    tracer = _numba.current_tracer()
+    if tracer is None:
+        raise TraceError(f"tg.{fn_name} is only meaningful inside a @tg.compile function",
+                         where=user_location(3),
+                         fix="call it from the traced function, or use numba.cuda.device_array")
+    return tracer
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    return (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+
+
+def empty(shape: Any, dtype: Any = np.float64) -> Array:
+    """A graph-owned array; its contents are undefined until a kernel writes them."""
+    return _active("empty").new_array(_shape(shape), np.dtype(dtype), zero=False)
+
+
+def zeros(shape: Any, dtype: Any = np.float64) -> Array:
+    """A graph-owned array set to zero by a memset node, on every replay."""
+    return _active("zeros").new_array(_shape(shape), np.dtype(dtype), zero=True)
+
+
+def empty_like(a: Any, dtype: Any = None) -> Array:
+    return _active("empty_like").new_array(tuple(a.shape), np.dtype(dtype or a.dtype), zero=False)
+
+
+def zeros_like(a: Any, dtype: Any = None) -> Array:
+    return _active("zeros_like").new_array(tuple(a.shape), np.dtype(dtype or a.dtype), zero=True)
+
+
+def record(event: Any, *arrays_: Array) -> None:
+    """Record `event` once the launches writing `arrays_` (all earlier work if none) finish."""
+    _active("record").record_event("event_record", event, arrays_, "r")
+
+
+def wait(event: Any, *arrays_: Array) -> None:
+    """Make later work on `arrays_` (all later work if none) wait for `event`."""
+    _active("wait").record_event("event_wait", event, arrays_, "w")
+
+
+def callback(fn: Callable[[], Any], *arrays_: Array) -> None:
+    """Call `fn()` on the host once the launches writing `arrays_` have finished.
+
+    `fn` must not call CUDA (no launches, copies or synchronization): the driver runs
+    it on its own thread while the graph is in flight.
+    """
+    tracer = _active("callback")
+    if not callable(fn):
+        raise TraceError(f"tg.callback expects a callable, got {type(fn).__name__}",
+                         where=user_location(2), fix="pass a function taking no arguments")
+    tracer.record_host(fn, arrays_)
+
+
+# ---------------------------------------------------------------------------
+# the tracer
+
+class Tracer:
+    def __init__(self, name: str):
+        self.name = name
+        self.ops: list[Op] = []
+        self.buffers: list[Buffer] = []
+        self._externals: dict[int, int] = {}  # id(device array) -> buffer
+        self._external_refs: list[Any] = []
+        self._warned_stream = False
+
+    def new_buffer(self, nbytes: int, kind: str, name: str = "", *, input_index: int | None = None,
+                   external: Any = None) -> int:
+        b = Buffer(len(self.buffers), int(nbytes), kind, name or f"{kind}{len(self.buffers)}",
+                   input_index, external)
+        self.buffers.append(b)
+        return b.id
+
+    def new_array(self, shape: tuple[int, ...], dtype: np.dtype, *, zero: bool) -> Array:
+        if any(s < 0 for s in shape):
+            raise TraceError(f"negative dimension in shape {shape}", where=user_location(3),
+                             fix="check the shape")
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        buf = self.new_buffer(nbytes, TEMP)
+        view = View(buf, 0, shape, arrays.contiguous_strides(shape, dtype.itemsize), dtype)
+        if zero and nbytes:
+            self.ops.append(Op("memset", "zeros", (Access(buf, 0, nbytes, "w"),),
+                               user_location(3), args=(view,), payload=0))
+        return Array(self, view)
+
+    def view_of(self, a: Array) -> View:
+        if a._tracer is not self:
+            raise TraceError("a traced array from another trace was used",
+                             where=user_location(4),
+                             fix="do not keep traced arrays between calls or share them "
+                                 "between compiled functions")
+        return a._view
+
+    # -- launches -----------------------------------------------------------
+    def record_launch(self, kernel: Any, griddim: Any, blockdim: Any, sharedmem: int,
+                      args: tuple, *, stream: bool = False) -> None:
+        where = user_location(3)
+        name = _numba.kernel_name(kernel)
+        if _numba.kernel_is_debug(kernel):
+            raise TraceError(f"kernel {name} was compiled with debug=True: it reads back an "
+                             "error code after every launch, so it cannot live in a graph",
+                             where=where, fix=f"define {name} with @cuda.jit (debug=False) for "
+                                              "use in a tracegraph function")
+        if stream and not self._warned_stream:
+            self._warned_stream = True
+            warnings.warn(f"{where}: a stream given to {name} inside a traced function is "
+                          "ignored; the graph orders launches by the data they touch",
+                          stacklevel=4)
+        traced_args = tuple(self._arg(a, name, where, i) for i, a in enumerate(args))
+        ndims = tuple(_rank(a) for a in traced_args)
+        modes = _param_modes(kernel, ndims)
+        accesses = []
+        for arg, mode in zip(traced_args, modes):
+            if mode:
+                for v in _views(arg):
+                    start, stop = v.byte_range()
+                    accesses.append(Access(v.buffer, start, stop, mode))
+        self.ops.append(Op("kernel", name, tuple(accesses), where, kernel=kernel,
+                           griddim=_dim3(griddim), blockdim=_dim3(blockdim),
+                           sharedmem=int(sharedmem or 0), args=traced_args))
+
+    def _arg(self, a: Any, kernel: str, where: str, i: int) -> Any:
+        if isinstance(a, Array):
+            return self.view_of(a)
+        if isinstance(a, np.ndarray):
+            raise TraceError(f"argument {i} of {kernel} is a host NumPy array: Numba would "
+                             "copy it to the device and back implicitly, which cannot be "
+                             "part of a graph", where=where,
+                             fix="pass it as an argument of the traced function (it becomes "
+                                 "a graph input), or copy it to the device once with "
+                                 "cuda.to_device outside")
+        if isinstance(a, tuple):
+            return tuple(self._arg(x, kernel, where, i) for x in a)
+        info = arrays.describe(a)
+        if info is not None:
+            return self._external(a, info)
+        if _numba.scalar_type(a) is not None:
+            return a
+        raise TraceError(f"argument {i} of {kernel} has type {type(a).__name__}, which cannot "
+                         "live in a graph", where=where,
+                         fix="pass traced arrays, device arrays, NumPy/Python scalars or tuples "
+                             "of these")
+
+    def _external(self, obj: Any, info: arrays.ArrayInfo) -> View:
+        """A device array captured from outside: baked into the graph by address."""
+        lo, hi = info.extent
+        buf = self._externals.get(id(obj))
+        if buf is None:
+            buf = self.new_buffer(hi - lo, EXTERNAL, f"captured{len(self._external_refs)}",
+                                  external=obj)
+            self._externals[id(obj)] = buf
+            self._external_refs.append(obj)
+        return View(buf, info.ptr - lo, info.shape, info.strides, info.dtype)
+
+    def record_event(self, kind: str, event: Any, arrays_: tuple, mode: str) -> None:
+        views = [self.view_of(a) for a in arrays_]
+        accesses = tuple(Access(v.buffer, *v.byte_range(), mode) for v in views)
+        self.ops.append(Op(kind, kind, accesses, user_location(3), payload=event,
+                           barrier=not views))
+
+    def record_host(self, fn: Callable, arrays_: tuple) -> None:
+        views = [self.view_of(a) for a in arrays_]
+        accesses = tuple(Access(v.buffer, *v.byte_range(), "r") for v in views)
+        name = getattr(fn, "__name__", "callback")
+        self.ops.append(Op("host", name, accesses, user_location(3), payload=fn,
+                           barrier=not views))
+
+    def copy(self, dst: View, src: View, name: str, role: str | None = None,
+             where: str = "") -> None:
+        """A memcpy op between two contiguous byte ranges of equal size.
+
+        `role` marks the copies tracing adds around the user's ops: "input" (pinned
+        staging to device), "output" and "write-back" (device to pinned staging).
+        """
+        a, b = dst.byte_range(), src.byte_range()
+        self.ops.append(Op("memcpy", name, (Access(dst.buffer, *a, "w"),
+                                            Access(src.buffer, *b, "r")),
+                           where, args=(dst, src), payload=role))
+
+
+def _dim3(d: Any) -> tuple[int, int, int]:
+    if isinstance(d, (int, np.integer)):
+        return (int(d), 1, 1)
+    d = tuple(int(x) for x in d)
+    return d + (1,) * (3 - len(d))
+
+
+def _views(arg: Any) -> list[View]:
+    if isinstance(arg, View):
+        return [arg]
+    if isinstance(arg, tuple):
+        return [v for x in arg for v in _views(x)]
+    return []
+
+
+def _rank(arg: Any) -> int | None:
+    if isinstance(arg, View):
+        return len(arg.shape)
+    if isinstance(arg, tuple):
+        return -1 if _views(arg) else None
+    return None
+
+
+def _bytes_view(buffer: int, offset: int, nbytes: int) -> View:
+    return View(buffer, offset, (nbytes,), (1,), np.dtype(np.uint8))
+
+
+# ---------------------------------------------------------------------------
+# tracing a whole function
+
+def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
+                   infos: list[arrays.ArrayInfo | None],
+                   groups: list[tuple[int, int] | None]) -> Program:
+    """Run `fn` once on traced stand-ins for its array arguments; return the Program.
+
+    `leaves` are the flattened arguments (tree rebuilds (args, kwargs)), `infos` their
+    ArrayInfo (None for static values) and `groups` which of them share memory.
+    """
+    name = getattr(fn, "__qualname__", getattr(fn, "__name__", "fn"))
+    tracer = Tracer(name)
+    inputs, stand_ins = _bind_inputs(tracer, leaves, paths, infos, groups)
+    n_prologue = len(tracer.ops)
+    previous = _numba.set_tracer(tracer)
+    try:
+        args, kwargs = pytree.unflatten(tree, stand_ins)
+        result = fn(*args, **kwargs)
+    finally:
+        _numba.set_tracer(previous)
+    if len(tracer.ops) == n_prologue:
+        raise TraceError(f"the traced function {name} launched nothing",
+                         where=_def_location(fn),
+                         fix="launch at least one kernel (or tg.ops call) inside it, or call "
+                             "it without @tg.compile")
+    device_mode = any(i is not None and i.placement == arrays.DEVICE for i in infos)
+    outputs, out_tree = _bind_outputs(tracer, result, inputs, device_mode, name, fn)
+    inputs = _mark_written_and_write_back(tracer, inputs)
+    ops = tuple(tracer.ops)
+    return Program(name, ops, tuple(tracer.buffers), tuple(inputs), tree, tuple(outputs),
+                   out_tree, op_graph(ops), device_mode)
+
+
+def _def_location(fn: Callable) -> str:
+    code = getattr(fn, "__code__", None)
+    return f"{code.co_filename}:{code.co_firstlineno}" if code else "?"
+
+
+def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
+                 groups: list) -> tuple[list[InputLeaf], list[Any]]:
+    inputs: list[InputLeaf] = []
+    stand_ins: list[Any] = []
+    group_buffers: dict[int, tuple[int, int | None]] = {}
+    # a group's buffer spans the union of its members' bytes
+    spans: dict[int, int] = {}
+    for info, g in zip(infos, groups):
+        if info is not None:
+            lo, hi = info.extent
+            spans[g[0]] = max(spans.get(g[0], 0), g[1] + hi - lo)
+    for i, (leaf, path, info, g) in enumerate(zip(leaves, paths, infos, groups)):
+        if info is None:
+            if isinstance(leaf, Array):
+                raise TraceError(f"argument {path} is a traced array from another trace",
+                                 where=user_location(4), fix="pass real arrays to compiled functions")
+            inputs.append(InputLeaf(i, path, "static", value=leaf))
+            stand_ins.append(leaf)
+            continue
+        first, delta = g
+        if first not in group_buffers:
+            nbytes = spans[first]
+            if info.placement == arrays.HOST:
+                staging = tracer.new_buffer(nbytes, STAGING, f"{path} (pinned)", input_index=i)
+                buf = tracer.new_buffer(nbytes, HOST_INPUT, path, input_index=i)
+                tracer.copy(_bytes_view(buf, 0, nbytes), _bytes_view(staging, 0, nbytes),
+                            f"copy in {path}", "input")
+            else:
+                staging = None
+                buf = tracer.new_buffer(nbytes, DEVICE_INPUT, path, input_index=i)
+            group_buffers[first] = (buf, staging)
+        buf, staging = group_buffers[first]
+        lo, _ = info.extent
+        view = View(buf, delta + info.ptr - lo, tuple(info.shape), tuple(info.strides), info.dtype)
+        inputs.append(InputLeaf(i, path, "array", info.placement, view.shape, info.dtype,
+                                view.strides, buf, staging, view))
+        stand_ins.append(Array(tracer, view))
+    return inputs, stand_ins
+
+
+def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_mode: bool,
+                  name: str, fn: Callable) -> tuple[list[OutputLeaf], Any]:
+    leaves, paths, tree = pytree.flatten(result, "result")
+    by_view = {inp.view: inp.index for inp in inputs if inp.kind == "array"}
+    outputs: list[OutputLeaf] = []
+    for leaf, path in zip(leaves, paths):
+        if isinstance(leaf, Array):
+            view = tracer.view_of(leaf)
+            if view in by_view:
+                outputs.append(OutputLeaf("input", input_index=by_view[view]))
+                continue
+            buffer = tracer.buffers[view.buffer]
+            if device_mode and buffer.kind in (TEMP, EXTERNAL):
+                outputs.append(OutputLeaf("device", view=view))
+                continue
+            # a copy: into pinned memory for NumPy results, into fresh device memory for a
+            # view of a caller's array (which the caller may reuse)
+            start, stop = view.byte_range()
+            kind = STAGING if not device_mode else TEMP
+            dst = tracer.new_buffer(stop - start, kind, f"{path}")
+            tracer.copy(_bytes_view(dst, 0, stop - start),
+                        _bytes_view(view.buffer, start, stop - start), f"copy out {path}",
+                        "output", _def_location(fn))
+            out_view = View(dst, view.offset - start, view.shape, view.strides, view.dtype)
+            outputs.append(OutputLeaf("host" if not device_mode else "device", view=out_view))
+        elif isinstance(leaf, (np.ndarray,)) or arrays.describe(leaf) is not None:
+            raise TraceError(f"{name} returned a {type(leaf).__name__} at {path} that is not "
+                             "a traced array", where=_def_location(fn),
+                             fix="return arrays made inside the traced function (tg.empty, "
+                                 "tg.ops) or its array arguments")
+        else:
+            outputs.append(OutputLeaf("static", value=leaf))
+    return outputs, tree
+
+
+def _mark_written_and_write_back(tracer: Tracer, inputs: list[InputLeaf]) -> list[InputLeaf]:
+    """Flag the inputs some op writes; copy written NumPy inputs back to pinned staging."""
+    written = {a.buffer for op in tracer.ops
+               if not (op.kind == "memcpy" and op.payload == "input")
+               for a in op.accesses if a.writes}
+    copied_back = set()
+    out = []
+    for inp in inputs:
+        if inp.kind != "array":
+            out.append(inp)
+            continue
+        is_written = inp.buffer in written
+        if is_written and inp.placement == arrays.HOST and inp.buffer not in copied_back:
+            copied_back.add(inp.buffer)
+            n = tracer.buffers[inp.buffer].nbytes
+            tracer.copy(_bytes_view(inp.staging, 0, n), _bytes_view(inp.buffer, 0, n),
+                        f"write back {inp.path}", "write-back")
+        out.append(InputLeaf(inp.index, inp.path, inp.kind, inp.placement, inp.shape, inp.dtype,
+                             inp.strides, inp.buffer, inp.staging, inp.view, inp.value,
+                             is_written))
+    return out

@@ -1,0 +1,124 @@
+"""Program / Plan -> DOT (and SVG/PNG through Graphviz)."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pydot
+
+from .errors import TracegraphError
+from .ir import Program
+from .lower import Plan
+
+_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
+           "#ff9da7", "#9c755f", "#bab0ac")
+_SHAPES = {"kernel": "box", "memcpy": "cds", "memset": "note", "event_record": "invhouse",
+           "event_wait": "house", "host": "ellipse"}
+
+
+def visualize(target: Any, *args: Any, format: str = "dot", path: str | None = None,  # noqa: A002
+              source: str = "ir", **kwargs: Any) -> str | bytes:
+    """Draw a compiled function's graph, a Program or a Plan.
+
+    With a CompiledFunction and arguments, traces those; with none, shows its latest
+    compiled graph. `format` is "dot" (text), "svg" or "png" (needs Graphviz's `dot`);
+    `path` also writes the result there. `source="driver"` gives the CUDA driver's own
+    DOT dump of the instantiated graph (cuda backend only).
+    """
+    if source == "driver":
+        return _driver_dot(target, path)
+    program = _program_of(target, args, kwargs)
+    dot = _to_pydot(program)
+    if format == "dot":
+        text = dot.to_string()
+        if path:
+            with open(path, "w") as f:
+                f.write(text)
+        return text
+    if format not in ("svg", "png"):
+        raise TracegraphError(f"unknown format {format!r}", fix='use "dot", "svg" or "png"')
+    try:
+        data = dot.create(prog="dot", format=format)
+    except (FileNotFoundError, OSError, AssertionError) as exc:
+        raise TracegraphError(f"rendering {format} needs Graphviz's `dot` program, which was "
+                              f"not found ({exc})",
+                              fix="install Graphviz (apt-get install graphviz, brew install "
+                                  "graphviz or conda install graphviz), or use format='dot'") from None
+    if path:
+        with open(path, "wb") as f:
+            f.write(data)
+    return data.decode() if format == "svg" else data
+
+
+def _program_of(target: Any, args: tuple, kwargs: dict) -> Program:
+    if isinstance(target, Program):
+        return target
+    if isinstance(target, Plan):
+        return target.program
+    if hasattr(target, "trace") and hasattr(target, "latest"):
+        if args or kwargs:
+            return target.trace(*args, **kwargs)
+        if target.latest is None:
+            raise TracegraphError(f"{target.__qualname__} has no compiled graph yet",
+                                  fix="call it once, or pass example arguments to visualize")
+        return target.latest.program
+    raise TracegraphError(f"cannot visualize a {type(target).__name__}",
+                          fix="pass a @tg.compile function, a tg.Program or a tg.Plan")
+
+
+def _driver_dot(target: Any, path: str | None) -> str:
+    latest = getattr(target, "latest", None)
+    executable = getattr(latest, "executable", None)
+    if executable is None or not hasattr(executable, "driver_dot"):
+        raise TracegraphError("source='driver' needs a function compiled on the cuda backend",
+                              fix="call the function once on a GPU first")
+    text = executable.driver_dot()
+    if path:
+        with open(path, "w") as f:
+            f.write(text)
+    return text
+
+
+def _label(program: Program, i: int) -> str:
+    op = program.ops[i]
+    lines = [op.describe()]
+    buffers = program.buffers
+    reads = sorted({buffers[a.buffer].name for a in op.accesses if a.reads})
+    writes = sorted({buffers[a.buffer].name for a in op.accesses if a.writes})
+    if reads:
+        lines.append("reads " + ", ".join(reads))
+    if writes:
+        lines.append("writes " + ", ".join(writes))
+    if op.location:
+        lines.append(os.path.basename(op.location.rsplit(":", 1)[0]) + ":" +
+                     op.location.rsplit(":", 1)[-1] if ":" in op.location else op.location)
+    return "\\n".join(lines)
+
+
+def _to_pydot(program: Program) -> pydot.Dot:
+    g = program.graph
+    dot = pydot.Dot(graph_name=_quote(program.name), graph_type="digraph", rankdir="TB",
+                    fontname="Helvetica")
+    lanes: dict[int, pydot.Cluster] = {}
+    for i in sorted(g.nodes):
+        lane = g.nodes[i].get("lane", 0)
+        cluster = lanes.get(lane)
+        if cluster is None:
+            cluster = pydot.Cluster(f"lane{lane}", label=f"lane {lane}", style="dashed",
+                                    color=_COLORS[lane % len(_COLORS)])
+            lanes[lane] = cluster
+            dot.add_subgraph(cluster)
+        op = program.ops[i]
+        cluster.add_node(pydot.Node(f"n{i}", label=_quote(_label(program, i)),
+                                    shape=_SHAPES.get(op.kind, "box"),
+                                    color=_COLORS[lane % len(_COLORS)],
+                                    fontname="Helvetica"))
+    for u, v, data in g.edges(data=True):
+        hazards = "/".join(h for h in ("RAW", "WAW", "WAR") if h in data.get("hazards", ()))
+        dot.add_edge(pydot.Edge(f"n{u}", f"n{v}", label=hazards or data.get("hazard", ""),
+                                fontname="Helvetica", fontsize="10"))
+    return dot
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', "'") + '"'
