@@ -1,0 +1,23 @@
+"""Where in the user's code something happened: the innermost frame outside tracegraph and Numba."""
+from __future__ import annotations
+
+import os
+import sys
+
+import numba
+import numba.cuda
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_NUMBA_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) for m in (numba, numba.cuda))
+
+
+def user_location(depth: int = 1) -> str:
+    """file:line of the innermost frame outside tracegraph and Numba."""
+    frame = sys._getframe(depth)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not (filename.startswith(_PACKAGE_DIR) or filename.startswith(_NUMBA_DIRS)
+                or filename.startswith("<frozen")):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "?"
