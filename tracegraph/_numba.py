@@ -171,12 +171,27 @@ def to_device(host: np.ndarray) -> Any:
     return cuda.to_device(host)
 
 
-def device_array(shape: tuple[int, ...], dtype: np.dtype, strides: tuple[int, ...] | None = None,
-                 gpu_data: Any = None) -> Any:
-    if SIMULATOR:
-        return cuda.device_array(shape, dtype)
+def device_address(array: Any) -> int:
+    """Address of element 0 of a Numba device array."""
+    return int(array.__cuda_array_interface__["data"][0] or 0)
+
+
+def device_view(owner: Any, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
+                dtype: np.dtype) -> Any:
+    """A device array over `owner`'s memory from byte `offset`; it keeps `owner` alive."""
     from numba.cuda.cudadrv.devicearray import DeviceNDArray
-    return DeviceNDArray(shape, strides, dtype, gpu_data=gpu_data)
+    return DeviceNDArray(shape, strides, dtype, gpu_data=owner.gpu_data.view(offset))
+
+
+def allocation_refs(owner: Any) -> int:
+    """How many Numba device arrays (views included) currently hold `owner`'s allocation.
+
+    Numba counts owned references on the root allocation (`refct`); views made with
+    `device_view`, slices, and objects wrapping them through __cuda_array_interface__
+    all keep one.
+    """
+    mem = owner.gpu_data._mem
+    return int(mem.refct)
 
 
 # ---------------------------------------------------------------------------

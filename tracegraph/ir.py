@@ -96,8 +96,9 @@ class Access:
         return "w" in self.mode
 
     def overlaps(self, other: "Access") -> bool:
-        return (self.buffer == other.buffer and self.start < other.stop
-                and other.start < self.stop)
+        """Some byte is in both (an empty range overlaps nothing)."""
+        return (self.buffer == other.buffer and max(self.start, other.start)
+                < min(self.stop, other.stop))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,115 @@
+"""Issue-3 numbers on a GPU: chain of 100 tiny kernels (replay vs eager Numba), host time of
+one replay with unchanged device inputs, per-input cost of a changed pointer, and build +
+instantiate time for 1,000 nodes. Prints a table; writes JSON to argv[1] if given."""
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+from numba import cuda
+
+import tracegraph as tg
+
+
+@cuda.jit
+def axpb(x, a, b):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] * a + b
+
+
+def chain(n):
+    def f(x):
+        for _ in range(n):
+            axpb[4, 256](x, 1.0001, 0.5)
+        return x
+    f.__name__ = f.__qualname__ = f"chain{n}"
+    return tg.compile(f)
+
+
+def median_time(fn, reps, sync=True):
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        if sync:
+            cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main():
+    results = {}
+    x = cuda.to_device(np.ones(1024, np.float32))
+    f = chain(100)
+    f(x)
+    cuda.synchronize()
+
+    def eager():
+        for _ in range(100):
+            axpb[4, 256](x, 1.0001, 0.5)
+    eager()
+    cuda.synchronize()
+    for _ in range(20):
+        f.replay(x)
+    cuda.synchronize()
+    results["chain100_replay_ms"] = median_time(lambda: f.replay(x), 300) * 1e3
+    results["chain100_eager_ms"] = median_time(eager, 50) * 1e3
+    results["chain100_speedup"] = results["chain100_eager_ms"] / results["chain100_replay_ms"]
+
+    # host time of one replay call, unchanged inputs, no sync between calls
+    g = chain(1)
+    g(x)
+    cuda.synchronize()
+    n = 2000
+    samples = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            g.replay(x)
+        samples.append((time.perf_counter() - t0) / n)
+        cuda.synchronize()
+    results["replay_host_us_unchanged"] = statistics.median(samples) * 1e6
+
+    # changed pointer: alternate two inputs (each replay re-points the one kernel node)
+    y = cuda.to_device(np.ones(1024, np.float32))
+    samples = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        for k in range(n):
+            g.replay(x if k % 2 else y)
+        samples.append((time.perf_counter() - t0) / n)
+        cuda.synchronize()
+    results["replay_host_us_changed_pointer"] = statistics.median(samples) * 1e6
+    results["changed_pointer_cost_us"] = (results["replay_host_us_changed_pointer"]
+                                          - results["replay_host_us_unchanged"])
+
+    # build + instantiate for 1,000 nodes (Numba's JIT already done by the runs above)
+    h = chain(1000)
+    t0 = time.perf_counter()
+    prog = h.trace(x)
+    t1 = time.perf_counter()
+    plan = tg.lower.lower(prog) if hasattr(tg, "lower") and callable(getattr(tg, "lower", None)) else h.lower(x)
+    t2 = time.perf_counter()
+    h(x)
+    cuda.synchronize()
+    t3 = time.perf_counter()
+    results["trace_passes_1000_ms"] = (t1 - t0) * 1e3
+    results["first_call_1000_ms"] = (t3 - t2) * 1e3
+    from tracegraph.backends import cuda as cb
+    t0 = time.perf_counter()
+    exe = cb.build(plan)
+    results["build_instantiate_1000_ms"] = (time.perf_counter() - t0) * 1e3
+    exe.close()
+
+    width = max(map(len, results))
+    for k, v in results.items():
+        print(f"{k:{width}s} {v:10.3f}")
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], "w") as fh:
+            json.dump(results, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()

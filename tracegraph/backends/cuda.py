@@ -1,0 +1,397 @@
+"""Plan -> explicit CUDA graph, instantiated once, replayed with one launch.
+
+The only module that calls the CUDA driver. Nodes are built one by one with
+cuda.core's GraphDefinition (no stream capture); cuda.bindings is used only where
+cuda.core has no API (event nodes on foreign events, the driver's DOT dump to a string).
+
+Replay does, per call: compare each device input's address with the last one and
+re-point the nodes that use it only when it moved; copy NumPy inputs into pinned
+staging; launch; for NumPy results, synchronize and copy out of pinned staging.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import tempfile
+import threading
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from .. import _numba, pytree
+from ..arrays import ArrayInfo, describe
+from ..errors import CudaError, LoweringError, TracegraphError
+from ..ir import DEVICE_INPUT, EXTERNAL, HOST_INPUT, STAGING, TEMP
+from ..lower import CScalar, Plan, PlanNode, Ptr
+from . import input_bases
+
+log = logging.getLogger("tracegraph.backends.cuda")
+
+
+def _core() -> Any:
+    import cuda.core as core
+    return core
+
+
+def _error_name(exc: BaseException) -> str:
+    text = str(exc)
+    for word in text.replace(":", " ").replace(",", " ").split():
+        if word.startswith("CUDA_ERROR_") or word.startswith("cudaError"):
+            return word
+    return type(exc).__name__
+
+
+def _node_label(node: PlanNode) -> str:
+    return f"{node.index} {node.op.describe()}"
+
+
+# ---------------------------------------------------------------------------
+# streams and events given by the caller
+
+_streams: dict[int, Any] = {}
+
+
+def stream_handle(stream: Any) -> int:
+    """The raw cudaStream_t of a Numba, CuPy, PyTorch or cuda.core stream, or an int."""
+    if stream is None:
+        return 0
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr", "handle"):  # torch, cupy, numba / cuda.core
+        value = getattr(stream, attr, None)
+        if value is not None:
+            return int(value) if not hasattr(value, "getPtr") else int(value.getPtr())
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    raise TracegraphError(f"cannot use a {type(stream).__name__} as a CUDA stream",
+                          fix="pass a Numba, CuPy, PyTorch or cuda.core stream, or a raw "
+                              "cudaStream_t as an int")
+
+
+def _core_stream(stream: Any) -> Any:
+    handle = stream_handle(stream)
+    s = _streams.get(handle)
+    if s is None:
+        core = _core()
+        s = core.LEGACY_DEFAULT_STREAM if handle == 0 else core.Stream.from_handle(handle)
+        _streams[handle] = s
+    return s
+
+
+def event_handle(event: Any) -> int:
+    """The raw CUevent of a cuda.core, Numba, CuPy or PyTorch event."""
+    for attr in ("cuda_event", "ptr", "handle"):
+        value = getattr(event, attr, None)
+        if value is not None:
+            if hasattr(value, "getPtr"):
+                return int(value.getPtr())
+            if hasattr(value, "handle"):  # a wrapper around a cuda.core Event
+                return event_handle(value)
+            return int(value)
+    raise TracegraphError(f"cannot use a {type(event).__name__} as a CUDA event",
+                          fix="pass a cuda.core, Numba, CuPy or PyTorch event")
+
+
+# ---------------------------------------------------------------------------
+# the executable
+
+class CudaExecutable:
+    """One compiled signature: an instantiated graph plus the memory it uses."""
+
+    backend = "cuda"
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        core = _core()
+        self.device = core.Device()
+        self.device.set_current()
+        self._lock = threading.Lock()
+        self._callback_errors: list[BaseException] = []
+        self._owners: dict[int, Any] = {}      # buffer -> the allocation (or captured array)
+        self._base: dict[int, int] = {}        # buffer -> address of its byte 0
+        self._allocate()
+        self._configs: dict[int, tuple[Any, Any]] = {}  # node -> (LaunchConfig, Kernel)
+        self._args: dict[int, list] = {}                # node -> resolved parameters
+        self._copies: dict[int, list] = {}              # node -> [dst, src, size]
+        self._events: list[Any] = []
+        self._gnodes: dict[int, Any] = {}
+        self._build()
+        self._slots = self._slot_table()
+        self._exec_views: dict[int, Any] = {}
+        # result buffers: the allocations a buffer rotates through, and each one's count of
+        # holders when only tracegraph holds it
+        self._ring: dict[int, list[Any]] = {b: [self._owners[b]] for b in self._output_buffers()}
+        self._free_refs = {id(o): _numba.allocation_refs(o) for ring in self._ring.values()
+                           for o in ring}
+        self._staging_in = [(s, plan.buffers[s].nbytes) for s in
+                            sorted({i.staging for i in plan.inputs if i.staging is not None})]
+        self._needs_sync = any(o.kind == "host" for o in plan.outputs) or any(
+            i.written and i.staging is not None for i in plan.inputs)
+
+    # -- memory ---------------------------------------------------------------
+    def _allocate(self) -> None:
+        for b in self.plan.buffers:
+            if b.kind in (TEMP, HOST_INPUT):
+                owner = cuda.device_array(max(b.nbytes, 1), np.uint8)
+                self._owners[b.id] = owner
+                self._base[b.id] = _numba.device_address(owner)
+            elif b.kind == STAGING:
+                owner = cuda.pinned_array(max(b.nbytes, 1), np.uint8)
+                self._owners[b.id] = owner
+                self._base[b.id] = owner.ctypes.data
+            elif b.kind == EXTERNAL:
+                info = describe(b.external)
+                self._owners[b.id] = b.external
+                self._base[b.id] = info.extent[0]
+            elif b.kind == DEVICE_INPUT:
+                self._base[b.id] = 0  # bound on the first run
+
+    def _output_buffers(self) -> list[int]:
+        return sorted({o.view.buffer for o in self.plan.outputs
+                       if o.kind == "device" and self.plan.buffers[o.view.buffer].kind == TEMP})
+
+    # -- graph ----------------------------------------------------------------
+    def _build(self) -> None:
+        from cuda.core.graph import GraphDefinition
+        core = _core()
+        self.gdef = GraphDefinition()
+        for node in self.plan.nodes:
+            try:
+                self._gnodes[node.index] = self._add(node, core)
+            except TracegraphError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a driver or cuda.core failure
+                raise CudaError(f"building graph node failed: {exc}", error_name=_error_name(exc),
+                                call=f"add {node.kind} node", node=_node_label(node),
+                                where=node.location) from exc
+        try:
+            self.graph = self.gdef.instantiate()
+        except Exception as exc:  # noqa: BLE001
+            raise CudaError(f"instantiating the graph of {self.plan.name} failed: {exc}",
+                            error_name=_error_name(exc), call="cuGraphInstantiate") from exc
+
+    def _add(self, node: PlanNode, core: Any) -> Any:
+        deps = [self._gnodes[d] for d in node.deps]
+        parent = deps[0] if deps else self.gdef
+        op = node.op
+        if node.kind == "kernel":
+            kernel, cooperative = _numba.compiled_kernel(op.kernel, node.argtypes)
+            if cooperative:
+                raise LoweringError(f"kernel {op.name} uses grid-wide synchronization "
+                                    "(a cooperative launch), which cuda.core cannot put in a "
+                                    "graph node", where=op.location,
+                                    fix="split the kernel at the grid sync into two launches")
+            config = core.LaunchConfig(grid=op.griddim, block=op.blockdim,
+                                       shmem_size=op.sharedmem)
+            args = [self._resolve(p) for p in node.params]
+            self._configs[node.index] = (config, kernel)
+            self._args[node.index] = args
+            g = parent.launch(config, kernel, *args)
+        elif node.kind == "memcpy":
+            dst, src = op.args
+            copy = [self._base[dst.buffer] + dst.offset, self._base[src.buffer] + src.offset,
+                    node.nbytes]
+            self._copies[node.index] = copy
+            g = parent.memcpy(*copy) if node.nbytes else parent.empty() if deps else \
+                self.gdef.empty()
+        elif node.kind == "memset":
+            (dst,) = op.args
+            self._copies[node.index] = [self._base[dst.buffer] + dst.offset]
+            g = parent.memset(self._base[dst.buffer] + dst.offset, int(op.payload) & 0xFF,
+                              node.nbytes)
+        elif node.kind == "host":
+            g = parent.callback(self._guarded(op.payload, node))
+        elif node.kind in ("event_record", "event_wait"):
+            placeholder = self.device.create_event()
+            self._events.append((placeholder, op.payload))
+            g = parent.record(placeholder) if node.kind == "event_record" else \
+                parent.wait(placeholder)
+            _set_event(g, node, op.payload)
+        else:
+            raise LoweringError(f"unknown node kind {node.kind}", where=node.location)
+        for d in deps[1:]:
+            g.pred.add(d)
+        return g
+
+    def _guarded(self, fn: Any, node: PlanNode) -> Any:
+        errors = self._callback_errors
+
+        def call() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # noqa: BLE001 - reported after the graph runs
+                errors.append((node, exc))
+        return call
+
+    def _resolve(self, p: Any) -> Any:
+        if isinstance(p, Ptr):
+            return self._base[p.buffer] + p.offset
+        if isinstance(p, CScalar):
+            return p.as_ctype()
+        return p
+
+    def _slot_table(self) -> dict[int, dict[int, list[tuple[Any, int]]]]:
+        """buffer -> node -> [(param position or "dst"/"src", offset)] for movable buffers."""
+        movable = set(self.plan.patchable_buffers) | set(self._output_buffers())
+        table: dict[int, dict[int, list]] = {}
+        for b in movable:
+            per_node: dict[int, list] = {}
+            for node, pos, offset in self.plan.pointer_slots.get(b, ()):
+                per_node.setdefault(node, []).append((pos, offset))
+            table[b] = per_node
+        return table
+
+    # -- replay ---------------------------------------------------------------
+    def run(self, leaves: list[Any], infos: list[ArrayInfo | None], stream: Any = None) -> Any:
+        with self._lock:
+            self._raise_callback_errors()
+            device_bases, staging_bases = input_bases(self.plan, infos)
+            for buffer, base in device_bases.items():
+                if self._base[buffer] != base:
+                    self._repoint(buffer, base)
+            for buffer in self._ring:
+                self._rotate_if_held(buffer)
+            for staging, nbytes in self._staging_in:
+                ctypes.memmove(self._base[staging], staging_bases[staging], nbytes)
+            s = _core_stream(stream)
+            try:
+                self.graph.launch(s)
+            except Exception as exc:  # noqa: BLE001
+                raise self._fault(exc, "cuGraphLaunch") from exc
+            if self._needs_sync:
+                try:
+                    s.sync()
+                except Exception as exc:  # noqa: BLE001
+                    raise self._fault(exc, "cuStreamSynchronize") from exc
+                self._raise_callback_errors()
+                for inp in self.plan.inputs:
+                    if inp.written and inp.staging is not None:
+                        ctypes.memmove(staging_bases[inp.staging], self._base[inp.staging],
+                                       self.plan.buffers[inp.staging].nbytes)
+            return pytree.unflatten(self.plan.output_tree,
+                                    [self._output(o, leaves) for o in self.plan.outputs])
+
+    def _repoint(self, buffer: int, base: int) -> None:
+        self._base[buffer] = base
+        for node, slots in self._slots.get(buffer, {}).items():
+            self._patch_node(node, buffer, base, slots)
+
+    def _patch_node(self, index: int, buffer: int, base: int, slots: list) -> None:
+        view = self._exec_views.get(index)
+        if view is None:
+            view = self._exec_views[index] = self.graph[self._gnodes[index]]
+        node = self.plan.nodes[index]
+        try:
+            if node.kind == "kernel":
+                args = self._args[index]
+                for pos, offset in slots:
+                    args[pos] = base + offset
+                config, kernel = self._configs[index]
+                view.update(config=config, kernel=kernel, args=args)
+            elif node.kind == "memcpy":
+                copy = self._copies[index]
+                dst, src = node.op.args
+                if dst.buffer == buffer:
+                    copy[0] = base + dst.offset
+                if src.buffer == buffer:
+                    copy[1] = base + src.offset
+                if copy[2]:
+                    view.update(dst=copy[0], src=copy[1], size=copy[2])
+            elif node.kind == "memset":
+                (dst,) = node.op.args
+                view.update(dst=base + dst.offset, value=int(node.op.payload) & 0xFF,
+                            width=node.nbytes)
+        except Exception as exc:  # noqa: BLE001
+            raise CudaError(f"re-pointing a graph node failed: {exc}", error_name=_error_name(exc),
+                            call="cuGraphExec*NodeSetParams", node=_node_label(node),
+                            where=node.location) from exc
+
+    def _rotate_if_held(self, buffer: int) -> None:
+        """A result the caller still holds must not be overwritten: move to a free allocation."""
+        current = self._owners[buffer]
+        if not self._held(current):
+            return
+        for owner in self._ring[buffer]:
+            if owner is not current and not self._held(owner):
+                break
+        else:
+            owner = cuda.device_array(max(self.plan.buffers[buffer].nbytes, 1), np.uint8)
+            self._ring[buffer].append(owner)
+            self._free_refs[id(owner)] = _numba.allocation_refs(owner)
+        self._owners[buffer] = owner
+        self._repoint(buffer, _numba.device_address(owner))
+
+    def _held(self, owner: Any) -> bool:
+        return _numba.allocation_refs(owner) > self._free_refs[id(owner)]
+
+    def _output(self, out: Any, leaves: list[Any]) -> Any:
+        if out.kind == "static":
+            return out.value
+        if out.kind == "input":
+            return leaves[out.input_index]
+        v = out.view
+        if out.kind == "host":
+            staging = self._owners[v.buffer]
+            return np.ndarray(v.shape, v.dtype, buffer=staging, offset=v.offset,
+                              strides=v.strides).copy()
+        return _numba.device_view(self._owners[v.buffer], v.offset, v.shape, v.strides, v.dtype)
+
+    # -- errors and inspection -----------------------------------------------
+    def _fault(self, exc: BaseException, call: str) -> CudaError:
+        kernels = [f"{n.op.describe()} at {n.location}" for n in self.plan.nodes
+                   if n.kind == "kernel"]
+        shown = "; ".join(kernels[:6]) + (f"; ... ({len(kernels)} kernels)" if len(kernels) > 6
+                                          else "")
+        return CudaError(f"the graph of {self.plan.name} failed on the GPU: {exc}",
+                         error_name=_error_name(exc), call=call,
+                         node=f"one of its kernel nodes ({shown})",
+                         fix="an illegal address usually means a kernel indexed out of bounds; "
+                             "run the function with backend='sim' to find which launch, and "
+                             "restart the process (the CUDA context is lost)")
+
+    def _raise_callback_errors(self) -> None:
+        if not self._callback_errors:
+            return
+        node, exc = self._callback_errors.pop(0)
+        self._callback_errors.clear()
+        cuda_call = "CUDA" in type(exc).__name__ or "CUDA_ERROR" in str(exc)
+        raise TracegraphError(
+            f"host callback {node.op.name} raised {type(exc).__name__}: {exc}",
+            where=node.location,
+            fix=("host callbacks must not call CUDA (no launches, copies or synchronization); "
+                 "move that work into the traced function" if cuda_call else
+                 "fix the callback; it runs on a driver thread while the graph is in flight"))
+
+    def driver_dot(self) -> str:
+        """The driver's own DOT dump of this graph (cuGraphDebugDotPrint)."""
+        from cuda.core.graph import GraphDebugPrintOptions
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "graph.dot")
+            self.gdef.debug_dot_print(path, GraphDebugPrintOptions(verbose=True))
+            with open(path) as f:
+                return f.read()
+
+    def close(self) -> None:
+        graph = getattr(self, "graph", None)
+        if graph is not None and not graph.is_closed:
+            graph.close()
+
+
+def _set_event(gnode: Any, node: PlanNode, event: Any) -> None:
+    """Point an event node at the caller's event (cuda.core cannot wrap a foreign handle)."""
+    from cuda.bindings import driver
+    handle = driver.CUevent(event_handle(event))
+    if node.kind == "event_record":
+        err, = driver.cuGraphEventRecordNodeSetEvent(gnode.handle, handle)
+    else:
+        err, = driver.cuGraphEventWaitNodeSetEvent(gnode.handle, handle)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise CudaError("setting the event of an event node failed", error_name=err.name,
+                        call="cuGraphEvent*NodeSetEvent", node=_node_label(node),
+                        where=node.location)
+
+
+def build(plan: Plan) -> CudaExecutable:
+    return CudaExecutable(plan)
