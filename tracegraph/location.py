@@ -1,4 +1,5 @@
-"""Where in the user's code something happened: the innermost frame outside tracegraph and Numba."""
+"""Where in the user's code something happened: the innermost frame outside tracegraph,
+Numba and NumPy."""
 from __future__ import annotations
 
 import os
@@ -6,13 +7,16 @@ import sys
 
 import numba
 import numba.cuda
+import numpy
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_NUMBA_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) for m in (numba, numba.cuda))
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# NumPy too: np.sum(traced) fails inside NumPy, but the user's line is the one that called it
+_NUMBA_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                    for m in (numba, numba.cuda, numpy))
 
 
 def user_location(depth: int = 1) -> str:
-    """file:line of the innermost frame outside tracegraph and Numba."""
+    """file:line of the innermost frame outside tracegraph, Numba and NumPy."""
     frame = sys._getframe(depth)
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)

@@ -53,21 +53,41 @@ def _node_label(node: PlanNode) -> str:
 _streams: dict[int, Any] = {}
 
 
+def _as_int(value: Any) -> int | None:
+    """A raw handle as an int: ints, ctypes pointers, cuda.bindings handles (int() gives
+    the handle, not its address), or objects that wrap one in `.handle`."""
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    if hasattr(value, "value") and not hasattr(value, "getPtr"):  # ctypes c_void_p
+        return int(value.value or 0)
+    if hasattr(value, "getPtr"):  # cuda.bindings CUstream / CUevent
+        return int(value)
+    if hasattr(value, "handle"):
+        return _as_int(value.handle)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def stream_handle(stream: Any) -> int:
     """The raw cudaStream_t of a Numba, CuPy, PyTorch or cuda.core stream, or an int."""
-    if stream is None:
+    if stream is None or stream == 0:
         return 0
-    if isinstance(stream, int):
-        return stream
-    for attr in ("cuda_stream", "ptr", "handle"):  # torch, cupy, numba / cuda.core
-        value = getattr(stream, attr, None)
-        if value is not None:
-            return int(value) if not hasattr(value, "getPtr") else int(value.getPtr())
     if hasattr(stream, "__cuda_stream__"):
         return int(stream.__cuda_stream__()[1])
-    raise TracegraphError(f"cannot use a {type(stream).__name__} as a CUDA stream",
-                          fix="pass a Numba, CuPy, PyTorch or cuda.core stream, or a raw "
-                              "cudaStream_t as an int")
+    for attr in ("cuda_stream", "ptr", "handle"):  # torch, cupy, numba / cuda.core
+        value = _as_int(getattr(stream, attr, None))
+        if value is not None:
+            return value
+    value = _as_int(stream)
+    if value is None:
+        raise TracegraphError(f"cannot use a {type(stream).__name__} as a CUDA stream",
+                              fix="pass a Numba, CuPy, PyTorch or cuda.core stream, or a raw "
+                                  "cudaStream_t as an int")
+    return value
 
 
 def _core_stream(stream: Any) -> Any:
@@ -83,13 +103,9 @@ def _core_stream(stream: Any) -> Any:
 def event_handle(event: Any) -> int:
     """The raw CUevent of a cuda.core, Numba, CuPy or PyTorch event."""
     for attr in ("cuda_event", "ptr", "handle"):
-        value = getattr(event, attr, None)
-        if value is not None:
-            if hasattr(value, "getPtr"):
-                return int(value.getPtr())
-            if hasattr(value, "handle"):  # a wrapper around a cuda.core Event
-                return event_handle(value)
-            return int(value)
+        value = _as_int(getattr(event, attr, None))
+        if value:
+            return value
     raise TracegraphError(f"cannot use a {type(event).__name__} as a CUDA event",
                           fix="pass a cuda.core, Numba, CuPy or PyTorch event")
 

@@ -1,0 +1,292 @@
+"""The CUDA graph backend: the same behaviours on `sim` and `cuda`, plus what only the
+driver has (pointer patching, result buffers, streams, events, callbacks, faults, memory)."""
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import weakref
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import tracegraph as tg
+from tracegraph import _numba
+
+
+@cuda.jit
+def scale(x, a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i]
+
+
+@cuda.jit
+def add(x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] + y[i]
+
+
+@cuda.jit
+def axpb(x, a, b):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] * a + b
+
+
+N = 40
+
+
+def diamond(backend):
+    def step(x, y):
+        u, v, out = tg.empty_like(x), tg.empty_like(y), tg.empty_like(x)
+        scale[2, 32](x, 2.0, u)
+        scale[2, 32](y, 3.0, v)
+        add[2, 32](u, v, out)
+        return out
+    return tg.compile(step, backend=backend)
+
+
+def to_host(a):
+    return a.copy_to_host() if hasattr(a, "copy_to_host") else np.asarray(a)
+
+
+def test_diamond_numpy_in_numpy_out(backend):
+    f = diamond(backend)
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal(N), rng.standard_normal(N)
+    out = f(x, y)
+    assert isinstance(out, np.ndarray)
+    np.testing.assert_allclose(out, 2 * x + 3 * y)
+    x2 = rng.standard_normal(N)
+    out2 = f.replay(x2, y)
+    np.testing.assert_allclose(out2, 2 * x2 + 3 * y)
+    np.testing.assert_allclose(out, 2 * x + 3 * y)  # the first result did not change
+
+
+def test_device_inputs_moved_between_replays(backend):
+    """A device input at a new address is patched into the graph (or costs nothing if not)."""
+    f = diamond(backend)
+    rng = np.random.default_rng(2)
+    xs = [rng.standard_normal(N) for _ in range(3)]
+    y = rng.standard_normal(N)
+    dy = cuda.to_device(y)
+    dxs = [cuda.to_device(x) for x in xs]
+    first = f(dxs[0], dy)
+    for k in (1, 2, 0, 0, 2):
+        out = f.replay(dxs[k], dy)
+        np.testing.assert_allclose(to_host(out), 2 * xs[k] + 3 * y)
+    np.testing.assert_allclose(to_host(first), 2 * xs[0] + 3 * y)
+
+
+def test_held_device_results_are_not_overwritten(backend):
+    f = diamond(backend)
+    x, y = np.arange(N, dtype=np.float64), np.ones(N)
+    dx, dy = cuda.to_device(x), cuda.to_device(y)
+    results = [f(dx, dy)]
+    for k in range(1, 4):
+        dx = cuda.to_device(x + k)
+        results.append(f.replay(dx, dy))
+    for k, r in enumerate(results):
+        np.testing.assert_allclose(to_host(r), 2 * (x + k) + 3 * y)
+
+
+def test_in_place_chain_writes_the_callers_device_array(backend):
+    def chain(x):
+        for _ in range(5):
+            axpb[2, 32](x, 2.0, 1.0)
+        return x
+
+    f = tg.compile(chain, backend=backend)
+    x = np.zeros(N)
+    dx = cuda.to_device(x)
+    out = f(dx)
+    assert out is dx
+    expect = x
+    for _ in range(5):
+        expect = expect * 2 + 1
+    np.testing.assert_allclose(to_host(dx), expect)
+    f.replay(dx)
+    for _ in range(5):
+        expect = expect * 2 + 1
+    np.testing.assert_allclose(to_host(dx), expect)
+
+
+def test_in_place_chain_writes_the_callers_numpy_array(backend):
+    def chain(x):
+        axpb[2, 32](x, 3.0, 1.0)
+        axpb[2, 32](x, 3.0, 1.0)
+
+    f = tg.compile(chain, backend=backend)
+    x = np.ones(N)
+    assert f(x) is None
+    np.testing.assert_allclose(x, np.full(N, 13.0))
+
+
+def test_zeros_is_a_memset_every_replay(backend):
+    def acc(x):
+        total = tg.zeros_like(x)
+        add[2, 32](total, x, total)
+        add[2, 32](total, x, total)
+        return total
+
+    f = tg.compile(acc, backend=backend)
+    x = np.arange(N, dtype=np.float32)
+    np.testing.assert_allclose(f(x), 2 * x)
+    np.testing.assert_allclose(f.replay(x), 2 * x)
+    kinds = [n.kind for n in f.lower(x).nodes]
+    assert "memset" in kinds
+
+
+def test_host_callback_runs_after_its_producers(backend):
+    seen = []
+    holder = {}
+
+    def step(x):
+        out = tg.empty_like(x)
+        scale[2, 32](x, 2.0, out)
+        tg.callback(lambda: seen.append("done"), out)
+        holder["n"] = 1
+        return out
+
+    f = tg.compile(step, backend=backend)
+    x = np.arange(N, dtype=np.float64)
+    out = f(x)
+    np.testing.assert_allclose(out, 2 * x)
+    f.replay(x)
+    if backend == "cuda":
+        cuda.synchronize()
+    assert seen == ["done", "done"]
+    plan = f.lower(x)
+    host = [n for n in plan.nodes if n.kind == "host"]
+    assert len(host) == 1 and any(plan.nodes[d].kind == "kernel" for d in host[0].deps)
+
+
+def test_event_record_and_wait_nodes(backend):
+    ev_done = cuda.event()
+    ev_ready = cuda.event()
+
+    def step(x):
+        out = tg.empty_like(x)
+        tg.wait(ev_ready, x)
+        scale[2, 32](x, 2.0, out)
+        tg.record(ev_done, out)
+        return out
+
+    f = tg.compile(step, backend=backend)
+    x = np.arange(N, dtype=np.float64)
+    ev_ready.record()
+    out = f(x)
+    np.testing.assert_allclose(out, 2 * x)
+    kinds = [n.kind for n in f.lower(x).nodes]
+    assert "event_record" in kinds and "event_wait" in kinds
+    if backend == "cuda":
+        ev_done.synchronize()
+
+
+def test_stream_argument_orders_after_earlier_work(backend):
+    if backend == "sim":
+        s = 0
+    else:
+        s = cuda.stream()
+    f = diamond(backend)
+    x, y = np.arange(N, dtype=np.float64), np.ones(N)
+    dx = cuda.to_device(np.zeros(N), stream=s if backend == "cuda" else 0)
+    dx.copy_to_device(x, stream=s if backend == "cuda" else 0)
+    out = f(dx, cuda.to_device(y), stream=s)
+    if backend == "cuda":
+        s.synchronize()
+    np.testing.assert_allclose(to_host(out), 2 * x + 3 * y)
+
+
+def test_driver_dot_dump(gpu):
+    f = diamond("cuda")
+    f(np.ones(N), np.ones(N))
+    dot = tg.visualize(f, source="driver")
+    assert "digraph" in dot and dot.count("KERNEL") + dot.count("kernel") >= 3
+
+
+def test_driver_dot_needs_cuda_backend():
+    f = diamond("sim")
+    f(np.ones(N), np.ones(N))
+    with pytest.raises(tg.TracegraphError, match="cuda backend"):
+        tg.visualize(f, source="driver")
+
+
+def test_compiled_functions_are_freed():
+    f = diamond("sim")
+    f(np.ones(N), np.ones(N))
+    ref = weakref.ref(f)
+    exe_ref = weakref.ref(f.latest.executable)
+    del f
+    gc.collect()
+    assert ref() is None and exe_ref() is None
+
+
+def _free_device_memory():
+    free, _ = cuda.current_context().get_memory_info()
+    return free
+
+
+def test_device_memory_flat_over_replays_and_compiles(gpu):
+    x, y = cuda.to_device(np.ones(1 << 16)), cuda.to_device(np.ones(1 << 16))
+    f = diamond("cuda")
+    f(x, y)
+    cuda.synchronize()
+    gc.collect()
+    base = _free_device_memory()
+    for _ in range(10_000):
+        f.replay(x, y)
+    cuda.synchronize()
+    gc.collect()
+    assert abs(base - _free_device_memory()) <= 4 << 20
+    for _ in range(100):
+        g = diamond("cuda")
+        g(x, y)
+        del g
+    cuda.synchronize()
+    gc.collect()
+    assert abs(base - _free_device_memory()) <= 8 << 20
+
+
+FAULT_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    from numba import cuda
+    import tracegraph as tg
+
+    @cuda.jit
+    def oob(x):
+        i = cuda.grid(1)
+        x[i + 100000000] = 1.0   # far out of bounds
+
+    @tg.compile(backend="cuda")
+    def f(x):
+        oob[1, 32](x)
+        return x
+
+    try:
+        f(np.zeros(32))
+    except tg.CudaError as e:
+        print("CUDAERROR", e.error_name, "|", e)
+    else:
+        print("NO ERROR")
+""")
+
+
+def test_kernel_fault_is_a_cuda_error_not_a_hang(gpu):
+    env = dict(os.environ)
+    r = subprocess.run([sys.executable, "-c", FAULT_SCRIPT], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert "CUDAERROR" in r.stdout, r.stdout + r.stderr
+    assert "oob" in r.stdout, r.stdout  # the message names the kernel
+
+
+def test_cuda_backend_refuses_cleanly_without_gpu():
+    if _numba.SIMULATOR or not tg.backends.gpu_usable():
+        f = diamond("cuda")
+        with pytest.raises(tg.TracegraphError, match="backend 'cuda'"):
+            f(np.ones(N), np.ones(N))
