@@ -85,12 +85,44 @@ def main():
     results["changed_pointer_cost_us"] = (results["replay_host_us_changed_pointer"]
                                           - results["replay_host_us_unchanged"])
 
+    # where the host time of a replay goes
+    import cProfile
+    import io
+    import pstats
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(5000):
+        g.replay(x)
+    prof.disable()
+    cuda.synchronize()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(12)
+    print(buf.getvalue())
+    exe = g.latest.executable
+    stream = exe._default_stream
+    t0 = time.perf_counter()
+    for _ in range(n):
+        exe.graph.launch(stream)
+    results["bare_graph_launch_us"] = (time.perf_counter() - t0) / n * 1e6
+    cuda.synchronize()
+    call = g._prepare((x,), {})
+    t0 = time.perf_counter()
+    for _ in range(n):
+        g._prepare((x,), {})
+    results["prepare_us"] = (time.perf_counter() - t0) / n * 1e6
+    t0 = time.perf_counter()
+    for _ in range(n):
+        exe.run(call.leaves, call.infos, None)
+    results["executable_run_us"] = (time.perf_counter() - t0) / n * 1e6
+    cuda.synchronize()
+
     # build + instantiate for 1,000 nodes (Numba's JIT already done by the runs above)
     h = chain(1000)
     t0 = time.perf_counter()
     prog = h.trace(x)
     t1 = time.perf_counter()
-    plan = tg.lower.lower(prog) if hasattr(tg, "lower") and callable(getattr(tg, "lower", None)) else h.lower(x)
+    from tracegraph.lower import lower
+    plan = lower(prog)
     t2 = time.perf_counter()
     h(x)
     cuda.synchronize()

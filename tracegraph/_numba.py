@@ -158,6 +158,15 @@ def _is_device_function(obj: Any) -> bool:
 # ---------------------------------------------------------------------------
 # device arrays as Numba sees them
 
+def is_simulated_device_array_type(t: type) -> bool:
+    return _SimDeviceArray is not None and issubclass(t, _SimDeviceArray)
+
+
+def is_device_array_type(t: type) -> bool:
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    return issubclass(t, DeviceNDArray)
+
+
 def is_simulated_device_array(obj: Any) -> bool:
     return _SimDeviceArray is not None and isinstance(obj, _SimDeviceArray)
 
@@ -172,8 +181,9 @@ def to_device(host: np.ndarray) -> Any:
 
 
 def device_address(array: Any) -> int:
-    """Address of element 0 of a Numba device array."""
-    return int(array.__cuda_array_interface__["data"][0] or 0)
+    """Address of element 0 of a Numba device array (0 when it has no memory)."""
+    gpu_data = array.gpu_data
+    return gpu_data.device_ctypes_pointer.value or 0 if gpu_data is not None else 0
 
 
 def device_view(owner: Any, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],

@@ -17,6 +17,8 @@ from .trace import trace_function, user_location
 
 log = logging.getLogger("tracegraph.api")
 
+_CONTAINERS = (tuple, list, dict, type(None))
+
 
 @dataclass(frozen=True)
 class Compiled:
@@ -54,6 +56,8 @@ class CompiledFunction:
         self._simple_arity = (len(params) if all(
             p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
             for p in params) else None)
+        self._param_names = list(self._pysig.parameters)
+        self._flat_tree = ("call", (pytree.LEAF,) * len(params), ())
         functools.update_wrapper(self, fn)
 
     # -- public ---------------------------------------------------------------
@@ -108,16 +112,10 @@ class CompiledFunction:
 
     # -- internals ------------------------------------------------------------
     def _prepare(self, args: tuple, kwargs: dict) -> _Call:
-        if not kwargs and len(args) == self._simple_arity:
-            leaves: list = []
-            paths: list = []
-            trees = []
-            for name, a in zip(self._pysig.parameters, args):
-                lv, ps, t = pytree.flatten(a, name)
-                leaves += lv
-                paths += ps
-                trees.append(t)
-            tree = ("call", tuple(trees), ())
+        """Flatten the arguments, describe the arrays, and build the signature key."""
+        if not kwargs and len(args) == self._simple_arity and not any(
+                type(a) in _CONTAINERS for a in args):
+            leaves, paths, tree = list(args), self._param_names, self._flat_tree
         else:
             leaves, paths, tree = self._bind(args, kwargs)
         infos = [arrays.describe(x) for x in leaves]
@@ -128,8 +126,8 @@ class CompiledFunction:
                 key_parts.append((type(leaf), leaf))
             else:
                 key_parts.append((info.placement, info.shape, info.dtype, info.strides, group))
+        key = tuple(key_parts)
         try:
-            key = tuple(key_parts)
             hash(key)
         except TypeError:
             bad = next(p for p, leaf in zip(paths, leaves) if not _hashable(leaf))
@@ -149,7 +147,7 @@ class CompiledFunction:
         leaves: list = []
         paths: list = []
         trees = []
-        for name, a in zip(self._pysig.parameters, bound.args):
+        for name, a in zip(self._positional_names(len(bound.args)), bound.args):
             lv, ps, t = pytree.flatten(a, name)
             leaves += lv
             paths += ps
@@ -161,6 +159,16 @@ class CompiledFunction:
             paths += ps
             kw_trees.append((name, t))
         return leaves, paths, ("call", tuple(trees), tuple(kw_trees))
+
+    def _positional_names(self, n: int) -> list[str]:
+        """Names of the first n positional arguments; `*args` ones are `args[k]`."""
+        names, var = [], "args"
+        for p in self._pysig.parameters.values():
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                names.append(p.name)
+            elif p.kind == p.VAR_POSITIONAL:
+                var = p.name
+        return names[:n] + [f"{var}[{k}]" for k in range(n - len(names))]
 
     def _trace(self, call: _Call) -> Program:
         groups = arrays.alias_groups(call.infos)

@@ -45,27 +45,69 @@ def contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]
 
 
 def describe(obj: Any) -> ArrayInfo | None:
-    """ArrayInfo for a NumPy array or a device array; None for anything else."""
-    if isinstance(obj, np.ndarray):
-        return ArrayInfo(HOST, obj.__array_interface__["data"][0], obj.shape, obj.strides,
-                         obj.dtype)
-    if _numba.is_simulated_device_array(obj):
-        host = _numba.simulated_device_array_host(obj)
-        return ArrayInfo(DEVICE, host.__array_interface__["data"][0], host.shape,
-                         host.strides, host.dtype)
-    cai = getattr(obj, "__cuda_array_interface__", None)
-    if cai is not None:
-        dtype = np.dtype(cai["typestr"])
-        shape = tuple(cai["shape"])
-        strides = cai.get("strides")
-        strides = tuple(strides) if strides else contiguous_strides(shape, dtype.itemsize)
-        return ArrayInfo(DEVICE, cai["data"][0], shape, strides, dtype)
-    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
-        return _describe_dlpack(obj)
+    """ArrayInfo for a NumPy array or a device array; None for anything else.
+
+    On the replay path: the way to read each type is looked up once per type.
+    """
+    reader = _readers.get(type(obj), _UNKNOWN)
+    if reader is _UNKNOWN:
+        reader = _readers[type(obj)] = _reader_for(type(obj))
+    return reader(obj) if reader is not None else None
+
+
+_UNKNOWN = object()
+_readers: dict[type, Any] = {}
+
+
+def _reader_for(t: type) -> Any:
+    if issubclass(t, np.ndarray):
+        return _describe_numpy
+    if _numba.SIMULATOR and _numba.is_simulated_device_array_type(t):
+        return _describe_simulated
+    if not _numba.SIMULATOR and _numba.is_device_array_type(t):
+        return _describe_numba
+    module = t.__module__ or ""
+    if module.startswith("cupy") and t.__name__ == "ndarray":
+        return _describe_cupy
+    if hasattr(t, "__cuda_array_interface__"):
+        return _describe_cai
+    if hasattr(t, "__dlpack__") and hasattr(t, "__dlpack_device__"):
+        return _describe_dlpack
     return None
 
 
+def _describe_numpy(obj: np.ndarray) -> ArrayInfo:
+    return ArrayInfo(HOST, obj.__array_interface__["data"][0], obj.shape, obj.strides, obj.dtype)
+
+
+def _describe_simulated(obj: Any) -> ArrayInfo:
+    host = _numba.simulated_device_array_host(obj)
+    return ArrayInfo(DEVICE, host.__array_interface__["data"][0], host.shape, host.strides,
+                     host.dtype)
+
+
+def _describe_numba(obj: Any) -> ArrayInfo:
+    return ArrayInfo(DEVICE, _numba.device_address(obj), obj.shape, obj.strides, obj.dtype)
+
+
+def _describe_cupy(obj: Any) -> ArrayInfo:
+    return ArrayInfo(DEVICE, obj.data.ptr, obj.shape, obj.strides, obj.dtype)
+
+
+def _describe_cai(obj: Any) -> ArrayInfo | None:
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is None:
+        return None
+    dtype = np.dtype(cai["typestr"])
+    shape = tuple(cai["shape"])
+    strides = cai.get("strides")
+    strides = tuple(strides) if strides else contiguous_strides(shape, dtype.itemsize)
+    return ArrayInfo(DEVICE, cai["data"][0], shape, strides, dtype)
+
+
 def _describe_dlpack(obj: Any) -> ArrayInfo | None:
+    if hasattr(obj, "__cuda_array_interface__"):  # e.g. a CUDA torch tensor
+        return _describe_cai(obj)
     device_type, _ = obj.__dlpack_device__()
     if device_type not in (2, 3, 13):  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
         return None
@@ -86,10 +128,11 @@ def alias_groups(infos: list[ArrayInfo | None]) -> list[tuple[int, int] | None]:
     the answer independent of where the allocator put things. Non-arrays get None.
     """
     result: list[tuple[int, int] | None] = [None] * len(infos)
-    spans = [(info.placement, info.extent, i) for i, info in enumerate(infos) if info is not None]
-    if len(spans) == 1:
-        result[spans[0][2]] = (spans[0][2], 0)
+    arrays_at = [i for i, info in enumerate(infos) if info is not None]
+    if len(arrays_at) == 1:
+        result[arrays_at[0]] = (arrays_at[0], 0)
         return result
+    spans = [(infos[i].placement, infos[i].extent, i) for i in arrays_at]
     spans.sort(key=lambda s: (s[0], s[1][0]))
     groups: list[list[tuple[int, int]]] = []  # [(leaf, lo)]
     group_hi = 0

@@ -25,7 +25,6 @@ from ..arrays import ArrayInfo, describe
 from ..errors import CudaError, LoweringError, TracegraphError
 from ..ir import DEVICE_INPUT, EXTERNAL, HOST_INPUT, STAGING, TEMP
 from ..lower import CScalar, Plan, PlanNode, Ptr
-from . import input_bases
 
 log = logging.getLogger("tracegraph.backends.cuda")
 
@@ -141,10 +140,21 @@ class CudaExecutable:
         self._ring: dict[int, list[Any]] = {b: [self._owners[b]] for b in self._output_buffers()}
         self._free_refs = {id(o): _numba.allocation_refs(o) for ring in self._ring.values()
                            for o in ring}
-        self._staging_in = [(s, plan.buffers[s].nbytes) for s in
-                            sorted({i.staging for i in plan.inputs if i.staging is not None})]
-        self._needs_sync = any(o.kind == "host" for o in plan.outputs) or any(
-            i.written and i.staging is not None for i in plan.inputs)
+        # what each replay does, precomputed: (leaf, buffer, view offset[, bytes])
+        first = {}
+        for inp in plan.inputs:
+            if inp.kind == "array":
+                first.setdefault(inp.buffer, inp)
+        self._device_inputs = [(i.index, b, i.view.offset) for b, i in first.items()
+                               if i.staging is None]
+        self._host_inputs = [(i.index, i.staging, i.view.offset, plan.buffers[i.staging].nbytes)
+                             for i in first.values() if i.staging is not None]
+        self._write_backs = [h for h, i in zip(self._host_inputs,
+                                               [i for i in first.values() if i.staging is not None])
+                             if any(x.written for x in plan.inputs if x.buffer == i.buffer)]
+        self._needs_sync = bool(self._write_backs) or any(o.kind == "host" for o in plan.outputs)
+        self._single_output = plan.outputs[0] if plan.output_tree == ("leaf",) else None
+        self._default_stream = _core_stream(0)
 
     # -- memory ---------------------------------------------------------------
     def _allocate(self) -> None:
@@ -262,16 +272,18 @@ class CudaExecutable:
     # -- replay ---------------------------------------------------------------
     def run(self, leaves: list[Any], infos: list[ArrayInfo | None], stream: Any = None) -> Any:
         with self._lock:
-            self._raise_callback_errors()
-            device_bases, staging_bases = input_bases(self.plan, infos)
-            for buffer, base in device_bases.items():
-                if self._base[buffer] != base:
-                    self._repoint(buffer, base)
+            if self._callback_errors:
+                self._raise_callback_errors()
+            base = self._base
+            for leaf, buffer, offset in self._device_inputs:
+                address = infos[leaf].ptr - offset
+                if base[buffer] != address:
+                    self._repoint(buffer, address)
             for buffer in self._ring:
                 self._rotate_if_held(buffer)
-            for staging, nbytes in self._staging_in:
-                ctypes.memmove(self._base[staging], staging_bases[staging], nbytes)
-            s = _core_stream(stream)
+            for leaf, staging, offset, nbytes in self._host_inputs:
+                ctypes.memmove(base[staging], infos[leaf].ptr - offset, nbytes)
+            s = _core_stream(stream) if stream is not None else self._default_stream
             try:
                 self.graph.launch(s)
             except Exception as exc:  # noqa: BLE001
@@ -282,10 +294,10 @@ class CudaExecutable:
                 except Exception as exc:  # noqa: BLE001
                     raise self._fault(exc, "cuStreamSynchronize") from exc
                 self._raise_callback_errors()
-                for inp in self.plan.inputs:
-                    if inp.written and inp.staging is not None:
-                        ctypes.memmove(staging_bases[inp.staging], self._base[inp.staging],
-                                       self.plan.buffers[inp.staging].nbytes)
+                for leaf, staging, offset, nbytes in self._write_backs:
+                    ctypes.memmove(infos[leaf].ptr - offset, base[staging], nbytes)
+            if self._single_output is not None:
+                return self._output(self._single_output, leaves)
             return pytree.unflatten(self.plan.output_tree,
                                     [self._output(o, leaves) for o in self.plan.outputs])
 
