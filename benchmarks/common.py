@@ -82,6 +82,8 @@ class Env:
         if self.sim:
             self.gpu = False
             self.notes["gpu"] = "Numba CUDA simulator (NUMBA_ENABLE_CUDASIM=1): no GPU, no timing claims"
+            if not cfg.smoke:
+                raise SystemExit("the simulator is only for --smoke: unset NUMBA_ENABLE_CUDASIM")
         elif cfg.smoke:
             raise SystemExit("--smoke needs NUMBA_ENABLE_CUDASIM=1 (set it before Python starts)")
         else:
@@ -109,7 +111,7 @@ class Env:
 
     def _probe_torch(self):
         if not self.gpu:
-            self.notes["torch"] = "skipped: needs a GPU"
+            self.notes["torch"] = "needs a GPU"
             return None
         try:
             import torch
@@ -123,7 +125,7 @@ class Env:
 
     def _probe_cupy(self):
         if not self.gpu:
-            self.notes["cupy"] = "skipped: needs a GPU"
+            self.notes["cupy"] = "needs a GPU"
             return None
         try:
             import cupy
@@ -135,7 +137,7 @@ class Env:
 
     def _probe_nvcc(self):
         if not self.gpu:
-            self.notes["nvcc"] = "skipped: the C++ graph needs a GPU"
+            self.notes["nvcc"] = "the C++ graph needs a GPU"
             return None
         path = os.environ.get("NVCC") or shutil.which("nvcc")
         if not path:
@@ -144,22 +146,16 @@ class Env:
 
     def _versions(self):
         import platform
-        import numba
-        v = {"python": platform.python_version(), "numpy": np.__version__,
-             "numba": numba.__version__}
-        for mod, name in (("numba.cuda", "numba-cuda"), ("cuda.core", "cuda-core"),
-                          ("cuda.bindings", "cuda-bindings")):
+        from importlib import metadata
+        v = {"python": platform.python_version()}
+        for dist in ("numpy", "numba", "numba-cuda", "cuda-core", "cuda-bindings", "torch",
+                     "cupy-cuda13x", "cupy-cuda12x", "cupy", "tracegraph"):
             try:
-                m = __import__(mod, fromlist=["_"])
-                v[name] = getattr(m, "__version__", "?")
-            except Exception:  # noqa: BLE001
+                v[dist] = metadata.version(dist)
+            except metadata.PackageNotFoundError:
                 pass
-        if self.torch is not None:
-            v["torch"] = self.torch.__version__
-        if self.cupy is not None:
-            v["cupy"] = self.cupy.__version__
         if self.tg is not None:
-            v["tracegraph"] = getattr(self.tg, "__version__", "?")
+            v["tracegraph"] = getattr(self.tg, "__version__", v.get("tracegraph", "?"))
         self.versions = v
 
 
@@ -264,7 +260,6 @@ def run_bench(env, workload, case, contender, builder):
         metrics = measure(bench.step, env.sync, env.cfg)
         if bench.nodes:
             metrics["per_node_us"] = scale_metric(metrics["step_pipelined_us"], 1 / bench.nodes)
-            metrics["per_node_sync_us"] = scale_metric(metrics["step_us"], 1 / bench.nodes)
         if bench.bytes_moved:
             med = metrics["step_us"]["median"]
             metrics["gbps"] = {"median": bench.bytes_moved / med / 1e3, "n": metrics["step_us"]["n"]}
@@ -289,112 +284,3 @@ def compare(got, want, rtol=1e-4, atol=1e-5):
         err = np.max(np.abs(got.astype(np.float64) - want))
         return f"max abs error {err:.3g}"
     return None
-
-
-# ---------------------------------------------------------------- contenders
-
-def tracegraph_bench(env, fn, args, nodes=0, check=None, note=""):
-    """tg.compile(fn); the first call compiles; the step is ``replay``."""
-    tg = env.tg
-    if tg is None:
-        raise Skip(f"import tracegraph failed: {env.tg_error}")
-    f = tg.compile(fn)
-    f(*args)
-    env.sync()
-    return Bench(step=lambda: f.replay(*args), nodes=nodes,
-                 check=(lambda: check(f)) if check else None, note=note, keep=f)
-
-
-def capture_numba(env, launch):
-    """Stream-capture the Numba launches issued by ``launch(stream)`` into a
-    CUDA graph; return (replay, how).
-
-    First choice: cuda.core's GraphBuilder (numba-cuda >= 0.30 accepts it as
-    the stream of ``kernel[grid, block, stream]``; tested upstream in
-    numba-cuda's test_cuda_driver.py). Fallback: cuStreamBeginCapture /
-    cuStreamEndCapture / cuGraphInstantiate / cuGraphLaunch via cuda.bindings
-    on a Numba stream. Kernels must have run once eagerly before (JIT done).
-    """
-    env.need_gpu("stream capture")
-    errors = []
-    try:
-        from cuda.core import Device
-        dev = Device()
-        dev.set_current()
-        stream = dev.create_stream()
-        gb = dev.create_graph_builder()
-        gb.begin_building("relaxed")
-        try:
-            launch(gb)
-        finally:
-            gb.end_building()
-        graph = gb.complete()
-
-        def replay():
-            graph.launch(stream)
-        replay.keep = (dev, stream, gb, graph)
-        return replay, "cuda.core GraphBuilder capture, Graph.launch"
-    except Exception as e:  # noqa: BLE001
-        errors.append(f"cuda.core: {type(e).__name__}: {e}")
-    try:
-        from cuda.bindings import driver as drv
-
-        def ck(res):
-            err = res[0]
-            if err != drv.CUresult.CUDA_SUCCESS:
-                raise RuntimeError(repr(err))
-            return res[1] if len(res) > 1 else None
-        ns = env.cuda.stream()
-        h = drv.CUstream(int(ns.handle))
-        ck(drv.cuStreamBeginCapture(h, drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED))
-        try:
-            launch(ns)
-        finally:
-            graph = ck(drv.cuStreamEndCapture(h))
-        gexec = ck(drv.cuGraphInstantiate(graph, 0))
-        launch_fn = drv.cuGraphLaunch
-
-        def replay():
-            launch_fn(gexec, h)
-        replay.keep = (ns, h, graph, gexec)
-        return replay, "cuda.bindings cuStreamBeginCapture, cuGraphLaunch (" + "; ".join(errors) + ")"
-    except Exception as e:  # noqa: BLE001
-        errors.append(f"cuda.bindings: {type(e).__name__}: {e}")
-    raise RuntimeError("stream capture failed: " + " | ".join(errors))
-
-
-def torch_graph(torch, step, warmup=3):
-    """Capture ``step`` with torch.cuda.graph after a side-stream warm-up."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(warmup):
-            step()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        step()
-    torch.cuda.synchronize()
-    return g
-
-
-def cupy_graph(cp, step, warmup=3):
-    """Capture ``step`` on a non-blocking CuPy stream; return a launcher."""
-    s = cp.cuda.Stream(non_blocking=True)
-    with s:
-        for _ in range(warmup):     # JIT + memory-pool warm-up on this stream
-            step()
-        s.synchronize()
-        s.begin_capture()
-        try:
-            step()
-        finally:
-            g = s.end_capture()
-    g.upload(s)
-    s.synchronize()
-
-    def launch():
-        g.launch(s)
-    launch.keep = (s, g)
-    return launch

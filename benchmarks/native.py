@@ -20,7 +20,7 @@ class Native:
             self.skip = env.notes.get("nvcc", "nvcc not found")
             return
         cfg = env.cfg
-        arch = "sm_%d%d" % env.cc if env.cc else "sm_90"
+        arch = f"sm_{env.cc[0]}{env.cc[1]}" if env.cc else "sm_90"
         try:
             with tempfile.TemporaryDirectory(prefix="tg_bench_") as tmp:
                 exe = os.path.join(tmp, "graphs")
@@ -57,7 +57,6 @@ class Native:
         for nm, key in (("cpp_eager", "eager"), ("cpp_graph", "graph")):
             m = dict(d[key])
             m["per_node_us"] = _scaled(m["step_pipelined_us"], 1 / n)
-            m["per_node_sync_us"] = _scaled(m["step_us"], 1 / n)
             rows.append(row(wl, case, nm, metrics=m, check="n/a",
                             note="CUDA C++ <<<>>> launches" if key == "eager" else
                             f"cudaGraphAddKernelNode chain; instantiate {d['instantiate_us']:.0f} us",

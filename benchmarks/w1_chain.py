@@ -7,8 +7,13 @@ step (one full chain) and per node (step / N).
 import numpy as np
 from numba import cuda
 
-from benchmarks.common import Bench, Skip, capture_numba, compare, cupy_graph, \
-    run_bench, torch_graph, tracegraph_bench
+from benchmarks.common import Bench, Skip, compare, run_bench
+from benchmarks.contenders import (
+    capture_numba,
+    cupy_graph,
+    torch_graph,
+    tracegraph_bench,
+)
 
 ID = "W1"
 TITLE = "Chain of N tiny kernels (x = x*a + b, in place)"
@@ -27,8 +32,8 @@ def axpb(x, a, b):
 
 def sizes(cfg):
     if cfg.smoke:
-        return dict(ns=[3], size=4, block=4)
-    return dict(ns=[10, 100, 1000], size=1024, block=256)
+        return {"ns": [3], "size": 4, "block": 4}
+    return {"ns": [10, 100, 1000], "size": 1024, "block": 256}
 
 
 def make_chain(kernel, n, grid, block, stream=0):
@@ -65,7 +70,7 @@ def builders(env, n, size, block):
 
     def numba_eager():
         x = cuda.to_device(x0(size))
-        step = lambda: chain(x)  # noqa: E731
+        step = lambda: chain(x)
         return Bench(step, nodes=n, check=numba_check(env, x, size, n, step))
 
     def numba_capture():
@@ -98,12 +103,12 @@ def builders(env, n, size, block):
             step()
             torch.cuda.synchronize()
         except Exception:  # noqa: BLE001
-            note = "x.mul_(a).add_(b): 2 kernels per node"
+            note = "x.mul_(a).add_(b): 2 kernels per node (torch.add(out=x) failed)"
+            b_ = float(B)
 
             def step():
                 for _ in range(n):
                     x.mul_(a).add_(b_)
-            b_ = float(B)
         if graph:
             g = torch_graph(torch, step)
             return Bench(g.replay, nodes=n, note=note, keep=(g, x, bt))

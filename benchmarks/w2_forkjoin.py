@@ -4,8 +4,13 @@ parallel branches; a single-stream capture records them one after another."""
 import numpy as np
 from numba import cuda
 
-from benchmarks.common import Bench, Skip, capture_numba, compare, cupy_graph, \
-    run_bench, torch_graph, tracegraph_bench
+from benchmarks.common import Bench, Skip, compare, run_bench
+from benchmarks.contenders import (
+    capture_numba,
+    cupy_graph,
+    torch_graph,
+    tracegraph_bench,
+)
 from benchmarks.w1_chain import A, B, axpb, x0
 
 ID = "W2"
@@ -24,8 +29,8 @@ def join8(x0, x1, x2, x3, x4, x5, x6, x7, out):
 
 def sizes(cfg):
     if cfg.smoke:
-        return dict(length=2, size=4, block=4)
-    return dict(length=16, size=1024, block=256)
+        return {"length": 2, "size": 4, "block": 4}
+    return {"length": 16, "size": 1024, "block": 256}
 
 
 def make_forkjoin(length, grid, block, stream=0):
@@ -67,7 +72,7 @@ def builders(env, length, size, block):
 
     def numba_eager():
         args = numba_args()
-        step = lambda: fj(*args)  # noqa: E731
+        step = lambda: fj(*args)
         return Bench(step, nodes=nodes, check=check_with(args, step))
 
     def numba_capture():
@@ -130,6 +135,8 @@ def builders(env, length, size, block):
         if cp is None:
             raise Skip(env.notes.get("cupy", "cupy unavailable"))
         k = cp.ElementwiseKernel("float32 a, float32 b", "float32 x", "x = x * a + b", "w1_axpb")
+        join = cp.ElementwiseKernel(", ".join(f"float32 x{c}" for c in range(CHAINS)), "float32 y",
+                                    "y = " + " + ".join(f"x{c}" for c in range(CHAINS)), "w2_join8")
         X = cp.asarray(np.stack(inputs(size)))
         out = cp.empty(size, dtype=cp.float32)
         rows = [X[c] for c in range(CHAINS)]
@@ -138,7 +145,7 @@ def builders(env, length, size, block):
             for r in rows:
                 for _ in range(length):
                     k(A, B, r)
-            cp.sum(X, axis=0, out=out)
+            join(*rows, out)
         if graph:
             launch = cupy_graph(cp, step)
             return Bench(launch, nodes=nodes, note="CuPy stream capture, one stream",

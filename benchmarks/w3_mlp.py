@@ -4,8 +4,13 @@ layer; PyTorch and CuPy do the equivalent work with cuBLAS + elementwise ops."""
 import numpy as np
 from numba import cuda
 
-from benchmarks.common import Bench, Skip, capture_numba, compare, cupy_graph, \
-    run_bench, torch_graph, tracegraph_bench
+from benchmarks.common import Bench, Skip, compare, run_bench
+from benchmarks.contenders import (
+    capture_numba,
+    cupy_graph,
+    torch_graph,
+    tracegraph_bench,
+)
 
 ID = "W3"
 TITLE = "MLP inference step (3 x dense+bias+ReLU, width 256)"
@@ -25,15 +30,15 @@ def dense_relu(x, w, b, out):
         acc = b[c]
         for k in range(x.shape[1]):
             acc += x[r, k] * w[k, c]
-        out[r, c] = acc if acc > 0 else 0
+        out[r, c] = max(0, acc)
 
 
 def sizes(cfg):
     if cfg.smoke:
-        return dict(batches=[2], width=4, block=4)
+        return {"batches": [2], "width": 4, "block": 4}
     if cfg.mode == "quick":
-        return dict(batches=[1, 64], width=256, block=256)
-    return dict(batches=[1, 8, 64], width=256, block=256)
+        return {"batches": [1, 64], "width": 256, "block": 256}
+    return {"batches": [1, 8, 64], "width": 256, "block": 256}
 
 
 def params(width, batch, seed=0):
@@ -82,7 +87,7 @@ def builders(env, batch, width, block):
 
     def numba_eager():
         args = numba_args()
-        step = lambda: mlp(*args)  # noqa: E731
+        step = lambda: mlp(*args)
         return Bench(step, check=check_with(args, step))
 
     def numba_capture():

@@ -6,8 +6,13 @@ import math
 import numpy as np
 from numba import cuda
 
-from benchmarks.common import Bench, Skip, capture_numba, compare, cupy_graph, \
-    run_bench, torch_graph, tracegraph_bench
+from benchmarks.common import Bench, Skip, compare, run_bench
+from benchmarks.contenders import (
+    capture_numba,
+    cupy_graph,
+    torch_graph,
+    tracegraph_bench,
+)
 
 ID = "W4"
 TITLE = "Batched cart-pole env step + linear policy"
@@ -87,8 +92,8 @@ extern "C" __global__ void physics(float* state, const float* action, float* rew
 
 def sizes(cfg):
     if cfg.smoke:
-        return dict(envs=4, horizon=2, block=4)
-    return dict(envs=4096, horizon=16, block=256)
+        return {"envs": 4, "horizon": 2, "block": 4}
+    return {"envs": 4096, "horizon": 16, "block": 256}
 
 
 def initial(envs, seed=0):

@@ -10,10 +10,10 @@ graph's build + instantiate time.
 """
 import time
 
-import numpy as np
 from numba import cuda
 
-from benchmarks.common import Skip, capture_numba, error_row, row, stats
+from benchmarks.common import Skip, error_row, row, stats
+from benchmarks.contenders import capture_numba, tg_compile
 from benchmarks.w1_chain import axpb, make_chain, x0
 
 ID = "W5"
@@ -24,8 +24,8 @@ BASELINE = None
 
 def sizes(cfg):
     if cfg.smoke:
-        return dict(n=3, size=4, block=4)
-    return dict(n=1000, size=1024, block=256)
+        return {"n": 3, "size": 4, "block": 4}
+    return {"n": 1000, "size": 1024, "block": 256}
 
 
 def fresh_kernel():
@@ -58,16 +58,15 @@ def run(env, native=None):
 
     # ---- tracegraph
     try:
-        tg = env.tg
-        if tg is None:
+        if env.tg is None:
             raise Skip(f"import tracegraph failed: {env.tg_error}")
         m = {"trace_ms": [], "lower_ms": [], "first_call_ms": [], "first_call_with_jit_ms": []}
         for _ in range(cfg.repeats):
-            m["trace_ms"].append(timed(lambda: tg.compile(make_chain(axpb, n, grid, block)).trace(x), sync)[0])
-            m["lower_ms"].append(timed(lambda: tg.compile(make_chain(axpb, n, grid, block)).lower(x), sync)[0])
-            m["first_call_ms"].append(timed(lambda: tg.compile(make_chain(axpb, n, grid, block))(x), sync)[0])
-            k = fresh_kernel()
-            m["first_call_with_jit_ms"].append(timed(lambda: tg.compile(make_chain(k, n, grid, block))(x), sync)[0])
+            m["trace_ms"].append(timed(lambda: tg_compile(env, make_chain(axpb, n, grid, block)).trace(x), sync)[0])
+            m["lower_ms"].append(timed(lambda: tg_compile(env, make_chain(axpb, n, grid, block)).lower(x), sync)[0])
+            m["first_call_ms"].append(timed(lambda: tg_compile(env, make_chain(axpb, n, grid, block))(x), sync)[0])
+            kern = fresh_kernel()
+            m["first_call_with_jit_ms"].append(timed(lambda kern=kern: tg_compile(env, make_chain(kern, n, grid, block))(x), sync)[0])
         rows.append(row(ID, case, "tracegraph", metrics={k: ms_stats(v) for k, v in m.items()},
                         check="n/a", note="fresh tg.compile object per sample"))
     except Skip as e:
@@ -80,8 +79,8 @@ def run(env, native=None):
         m = {"first_call_ms": [], "first_call_with_jit_ms": []}
         for _ in range(cfg.repeats):
             m["first_call_ms"].append(timed(lambda: make_chain(axpb, n, grid, block)(x), sync)[0])
-            k = fresh_kernel()
-            m["first_call_with_jit_ms"].append(timed(lambda: make_chain(k, n, grid, block)(x), sync)[0])
+            kern = fresh_kernel()
+            m["first_call_with_jit_ms"].append(timed(lambda kern=kern: make_chain(kern, n, grid, block)(x), sync)[0])
         rows.append(row(ID, case, "numba_eager", metrics={k: ms_stats(v) for k, v in m.items()},
                         check="n/a", note="first_call = one eager run of the launches"))
     except Exception as e:  # noqa: BLE001
@@ -99,10 +98,10 @@ def run(env, native=None):
                 replay()
                 return replay
             m["first_call_ms"].append(timed(lambda: build(axpb), sync)[0])
-            k = fresh_kernel()
+            kern = fresh_kernel()
             # JIT happens in the eager warm-up launch: capture needs a loaded module
             m["first_call_with_jit_ms"].append(
-                timed(lambda: (make_chain(k, 1, grid, block)(x), sync(), build(k)), sync)[0])
+                timed(lambda kern=kern: (make_chain(kern, 1, grid, block)(x), sync(), build(kern)), sync)[0])
         rows.append(row(ID, case, "numba_capture", metrics={k: ms_stats(v) for k, v in m.items()},
                         check="n/a", note="capture + instantiate + first launch; " + how))
     except Skip as e:
@@ -118,7 +117,7 @@ def run(env, native=None):
             hit = [d for d in native.data["w1"] if d["n"] == n]
             if hit:
                 d = hit[0]
-                one = lambda v: {"median": v / 1e3, "p10": v / 1e3, "p90": v / 1e3, "n": 1}  # noqa: E731
+                one = lambda v: {"median": v / 1e3, "p10": v / 1e3, "p90": v / 1e3, "n": 1}
                 rows.append(row(ID, case, "cpp_graph", check="n/a",
                                 metrics={"build_ms": one(d["build_us"]),
                                          "instantiate_ms": one(d["instantiate_us"])},

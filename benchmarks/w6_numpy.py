@@ -4,7 +4,8 @@ bandwidth bound: a plain H2D + D2H of the same bytes (pinned and pageable)."""
 import numpy as np
 from numba import cuda
 
-from benchmarks.common import Bench, compare, run_bench
+from benchmarks.common import Bench, Skip, compare, run_bench
+from benchmarks.contenders import tg_compile
 
 ID = "W6"
 TITLE = "NumPy in / NumPy out pipeline vs copy bound"
@@ -28,8 +29,8 @@ def square(y):
 
 def sizes(cfg):
     if cfg.smoke:
-        return dict(n=16, block=4)
-    return dict(n=4 * 1024 * 1024, block=256)   # 16 MiB of float32
+        return {"n": 16, "block": 4}
+    return {"n": 4 * 1024 * 1024, "block": 256}   # 16 MiB of float32
 
 
 def builders(env, n, block):
@@ -75,7 +76,6 @@ def builders(env, n, block):
     def tracegraph(pinned):
         tg = env.tg
         if tg is None:
-            from benchmarks.common import Skip
             raise Skip(f"import tracegraph failed: {env.tg_error}")
 
         def pipeline(x):
@@ -84,7 +84,7 @@ def builders(env, n, block):
             square[grid, block](y)
             return y
         x_in = pinned_copy(host) if pinned else host.copy()
-        f = tg.compile(pipeline)
+        f = tg_compile(env, pipeline)
         f(x_in)
         env.sync()
         box = {}

@@ -1,0 +1,122 @@
+"""Run the tracegraph benchmarks (issue 6) and write results.json, results.md
+and chart.png.
+
+    python benchmarks/run.py --out results/             # full run, ~5 min on an H200
+    python benchmarks/run.py --out results/ --quick     # ~1.5 min
+    python benchmarks/run.py --out results/ --only W1,W7
+    NUMBA_ENABLE_CUDASIM=1 python benchmarks/run.py --smoke --out /tmp/smoke
+"""
+import argparse
+import datetime
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+# Small grids are the point here: silence Numba's low-occupancy warning.
+os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
+
+WORKLOADS = {"W1": "w1_chain", "W2": "w2_forkjoin", "W3": "w3_mlp", "W4": "w4_cartpole",
+             "W5": "w5_compile", "W6": "w6_numpy", "W7": "w7_overhead"}
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="output directory")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_true", help="fewer sizes and iterations")
+    g.add_argument("--smoke", action="store_true",
+                   help="tiny sizes on the Numba simulator (needs NUMBA_ENABLE_CUDASIM=1); no timing claims")
+    p.add_argument("--only", default="", help="comma-separated workloads, e.g. W1,W2")
+    return p.parse_args(argv)
+
+
+def git_rev():
+    try:
+        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], check=False, capture_output=True,
+                              text=True, timeout=10).stdout.strip() or None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def main(argv=None):
+    args = parse(argv if argv is not None else sys.argv[1:])
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    only = [w.strip().upper() for w in args.only.split(",") if w.strip()]
+    unknown = [w for w in only if w not in WORKLOADS]
+    if unknown:
+        raise SystemExit(f"unknown workload(s) {unknown}; choose from {list(WORKLOADS)}")
+    selected = only or list(WORKLOADS)
+    os.makedirs(args.out, exist_ok=True)
+
+    from benchmarks import report
+    from benchmarks.common import Config, Env
+    cfg = Config.for_mode(mode)
+    env = Env(cfg)
+    t_start = time.perf_counter()
+
+    native = None
+    if "W1" in selected or "W2" in selected or "W5" in selected:
+        from benchmarks import w1_chain, w2_forkjoin
+        from benchmarks.native import Native
+        s1, s2 = w1_chain.sizes(cfg), w2_forkjoin.sizes(cfg)
+        ns = sorted(set(s1["ns"]) | ({1000} if "W5" in selected and not cfg.smoke else set()))
+        print("[bench] C++ graph: build and run", flush=True)
+        native = Native(env, ns, s1["size"], s1["block"], w2_forkjoin.CHAINS, s2["length"])
+        if native.error:
+            print(f"[bench] C++ graph failed: {native.error}", flush=True)
+
+    notes = dict(env.notes)
+    if env.tg is None:
+        notes["tracegraph"] = f"import tracegraph failed: {env.tg_error}"
+    results = {
+        "meta": {"mode": mode, "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                 "gpu": env.gpu_name, "compute_capability": env.cc, "simulator": env.sim,
+                 "git": git_rev(), "versions": env.versions, "cpp_command": native.cmd if native else None,
+                 "timing": ("host perf_counter around step + cuCtxSynchronize, after warm-up "
+                            f"({cfg.warmup} steps), GC off; median/p10/p90 of up to {cfg.iters_max} "
+                            f"samples; pipelined = {cfg.pipelined_k} steps then one sync, per step"),
+                 "tracegraph_available": env.tg is not None, "tracegraph_import_error": env.tg_error},
+        "notes": notes, "workloads": [], "rows": [],
+    }
+    for wid in selected:
+        mod = importlib.import_module(f"benchmarks.{WORKLOADS[wid]}")
+        info = {"id": wid, "title": mod.TITLE, "primary": mod.PRIMARY, "baseline": mod.BASELINE}
+        t0 = time.perf_counter()
+        print(f"[bench] {wid}: {mod.TITLE}", flush=True)
+        try:
+            rows = mod.run(env, native)
+        except Exception as e:  # noqa: BLE001  a bug in the workload itself
+            rows = []
+            info["error"] = f"{type(e).__name__}: {e}"
+            info["traceback"] = traceback.format_exc()[-3000:]
+            print(f"[bench] {wid} failed: {info['error']}", flush=True)
+        info["seconds"] = round(time.perf_counter() - t0, 2)
+        for r in rows:
+            med = r["metrics"].get(mod.PRIMARY, {}).get("median")
+            shown = f"{med:.3f}" if med is not None else r["note"][:100]
+            print(f"  {r['case']:>18} {r['contender']:<24} {r['status']:<8} {shown}", flush=True)
+        results["workloads"].append(info)
+        results["rows"].extend(rows)
+    results["meta"]["seconds"] = round(time.perf_counter() - t_start, 2)
+    results["targets"] = report.targets(results)
+
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1, default=str)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(report.markdown(results))
+    report.chart(results, os.path.join(args.out, "chart.png"))
+    print(f"[bench] wrote {args.out}/results.json, results.md, chart.png "
+          f"in {results['meta']['seconds']} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
