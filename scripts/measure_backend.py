@@ -105,6 +105,14 @@ def main():
         exe.graph.launch(stream)
     results["bare_graph_launch_us"] = (time.perf_counter() - t0) / n * 1e6
     cuda.synchronize()
+    from cuda.bindings import driver
+    handle = exe.graph.handle
+    shandle = stream.handle
+    t0 = time.perf_counter()
+    for _ in range(n):
+        driver.cuGraphLaunch(handle, shandle)
+    results["bindings_graph_launch_us"] = (time.perf_counter() - t0) / n * 1e6
+    cuda.synchronize()
     call = g._prepare((x,), {})
     t0 = time.perf_counter()
     for _ in range(n):
@@ -115,6 +123,45 @@ def main():
         exe.run(call.leaves, call.infos, None)
     results["executable_run_us"] = (time.perf_counter() - t0) / n * 1e6
     cuda.synchronize()
+
+    # fork/join: 8 chains of 16 tiny kernels on 8 arrays, then a join; GPU time by events
+    @cuda.jit
+    def join8(a, b, c, d, e, f_, g_, h, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = a[i] + b[i] + c[i] + d[i] + e[i] + f_[i] + g_[i] + h[i]
+
+    def forkjoin(a, b, c, d, e, f_, g_, h, out):
+        for arr in (a, b, c, d, e, f_, g_, h):
+            for _ in range(16):
+                axpb[4, 256](arr, 1.0001, 0.5)
+        join8[4, 256](a, b, c, d, e, f_, g_, h, out)
+
+    fj = tg.compile(forkjoin)
+    fargs = [cuda.to_device(np.ones(1024, np.float32)) for _ in range(8)] + [
+        cuda.device_array(1024, np.float32)]
+    fj(*fargs)
+    cuda.synchronize()
+    start, stop = cuda.event(), cuda.event()
+    reps = 200
+    start.record()
+    for _ in range(reps):
+        fj.replay(*fargs)
+    stop.record()
+    stop.synchronize()
+    results["forkjoin_gpu_us_per_replay"] = cuda.event_elapsed_time(start, stop) * 1e3 / reps
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fj.replay(*fargs)
+    results["forkjoin_host_us_per_replay"] = (time.perf_counter() - t0) / reps * 1e6
+    cuda.synchronize()
+    fexe = fj.latest.executable
+    start.record()
+    for _ in range(reps):
+        driver.cuGraphLaunch(fexe.graph.handle, shandle)
+    stop.record()
+    stop.synchronize()
+    results["forkjoin_gpu_us_bare_launch"] = cuda.event_elapsed_time(start, stop) * 1e3 / reps
 
     # build + instantiate for 1,000 nodes (Numba's JIT already done by the runs above)
     h = chain(1000)

@@ -429,9 +429,16 @@ class CScalar:
         return getattr(ctypes, self.ctype)(self.value)
 
 
+_array_types: dict[tuple, Any] = {}
+
+
 def array_type(dtype: np.dtype, ndim: int, layout: str) -> Any:
-    from numba import from_dtype, types
-    return types.Array(from_dtype(dtype), ndim, layout)
+    key = (dtype, ndim, layout)
+    ty = _array_types.get(key)
+    if ty is None:
+        from numba import from_dtype, types
+        ty = _array_types[key] = types.Array(from_dtype(dtype), ndim, layout)
+    return ty
 
 
 def layout_of(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> str:
@@ -451,8 +458,15 @@ def layout_of(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -
     return "A"
 
 
+_scalar_types: dict[type, Any] = {}
+
+
 def scalar_type(value: Any) -> Any:
     """Numba's type for a scalar argument, or None when Numba cannot pass it to a kernel."""
+    t = type(value)
+    ty = _scalar_types.get(t)
+    if ty is not None and not (t is int and not -2**63 <= value < 2**63):
+        return ty
     from numba import typeof, types
     try:
         ty = typeof(value)
@@ -460,6 +474,9 @@ def scalar_type(value: Any) -> Any:
         return None
     if isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean,
                        types.NPDatetime, types.NPTimedelta)):
+        if t in (bool, float, complex) or issubclass(t, np.number) or (
+                t is int and ty == types.int64):
+            _scalar_types[t] = ty  # these types always map to the same Numba type
         return ty
     return None
 
@@ -485,20 +502,18 @@ def flatten_params(argtypes: tuple, values: tuple, view_fields: Callable) -> tup
             out.extend((0, 0, nitems, itemsize, ptr))
             out.extend(shape)
             out.extend(strides)
+        elif isinstance(ty, types.Boolean):
+            out.append(bool(val))
         elif isinstance(ty, types.Integer):
             out.append(CScalar(f"c_{ty}", int(val)))
-        elif ty == types.float16:
-            out.append(CScalar("c_uint16", int(np.float16(val).view(np.uint16))))
-        elif ty == types.float64:
-            out.append(CScalar("c_double", float(val)))
-        elif ty == types.float32:
-            out.append(CScalar("c_float", float(val)))
-        elif ty == types.boolean:
-            out.append(bool(val))
-        elif ty == types.complex64:
-            out.extend((CScalar("c_float", val.real), CScalar("c_float", val.imag)))
-        elif ty == types.complex128:
-            out.extend((CScalar("c_double", val.real), CScalar("c_double", val.imag)))
+        elif isinstance(ty, types.Float):
+            if ty.bitwidth == 16:
+                out.append(CScalar("c_uint16", int(np.float16(val).view(np.uint16))))
+            else:
+                out.append(CScalar("c_float" if ty.bitwidth == 32 else "c_double", float(val)))
+        elif isinstance(ty, types.Complex):
+            part = "c_float" if ty.bitwidth == 64 else "c_double"
+            out.extend((CScalar(part, val.real), CScalar(part, val.imag)))
         elif isinstance(ty, (types.NPDatetime, types.NPTimedelta)):
             out.append(CScalar("c_int64", int(np.asarray(val).view(np.int64))))
         elif isinstance(ty, types.BaseTuple):

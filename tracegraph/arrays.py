@@ -1,8 +1,7 @@
 """What the caller passed: host or device array, where its bytes are, its shape and dtype."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -12,8 +11,8 @@ HOST = "host"
 DEVICE = "device"
 
 
-@dataclass(frozen=True, slots=True)
-class ArrayInfo:
+class ArrayInfo(NamedTuple):
+    """What a caller's array is (a named tuple: built on every replay, so it must be cheap)."""
     placement: str              # HOST or DEVICE
     ptr: int                    # address of element [0, ...]
     shape: tuple[int, ...]
@@ -150,3 +149,20 @@ def alias_groups(infos: list[ArrayInfo | None]) -> list[tuple[int, int] | None]:
         for i, lo in members:
             result[i] = (first, lo - base)
     return result
+
+
+def has_fixed_metadata(obj: Any) -> bool:
+    """True for values whose shape, strides, dtype and address can never change, so a
+    replay may reuse what it read from the same object last time."""
+    return type(obj) in _FIXED or _reader_for_fixed(type(obj))
+
+
+_FIXED = {int, float, bool, complex, str, type(None)}
+
+
+def _reader_for_fixed(t: type) -> bool:
+    reader = _readers.get(t)
+    fixed = reader is _describe_numba or reader is _describe_cupy
+    if fixed:
+        _FIXED.add(t)
+    return fixed

@@ -5,6 +5,7 @@ replace, never mutate: node i carries `op=ops[i]`, each edge carries `hazard`.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,7 +56,7 @@ class View:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        return math.prod(self.shape)
 
     def byte_range(self) -> tuple[int, int]:
         """The [start, stop) bytes of the buffer this view can touch (empty when size is 0)."""

@@ -300,7 +300,7 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
                          fix="launch at least one kernel (or tg.ops call) inside it, or call "
                              "it without @tg.compile")
     device_mode = any(i is not None and i.placement == arrays.DEVICE for i in infos)
-    outputs, out_tree = _bind_outputs(tracer, result, inputs, device_mode, name, fn)
+    outputs, out_tree = _bind_outputs(tracer, result, inputs, device_mode, name, fn, stand_ins)
     inputs = _mark_written_and_write_back(tracer, inputs)
     ops = tuple(tracer.ops)
     return Program(name, ops, tuple(tracer.buffers), tuple(inputs), tree, tuple(outputs),
@@ -353,15 +353,21 @@ def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
 
 
 def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_mode: bool,
-                  name: str, fn: Callable) -> tuple[list[OutputLeaf], Any]:
+                  name: str, fn: Callable, stand_ins: list[Any]) -> tuple[list[OutputLeaf], Any]:
     leaves, paths, tree = pytree.flatten(result, "result")
-    by_view = {inp.view: inp.index for inp in inputs if inp.kind == "array"}
+    # an input handed back is that input (two arguments may be the same memory)
+    by_id = {id(a): i for i, a in enumerate(stand_ins) if isinstance(a, Array)}
+    by_view: dict[View, int] = {}
+    for inp in inputs:
+        if inp.kind == "array":
+            by_view.setdefault(inp.view, inp.index)
     outputs: list[OutputLeaf] = []
     for leaf, path in zip(leaves, paths):
         if isinstance(leaf, Array):
             view = tracer.view_of(leaf)
-            if view in by_view:
-                outputs.append(OutputLeaf("input", input_index=by_view[view]))
+            index = by_id.get(id(leaf), by_view.get(view))
+            if index is not None:
+                outputs.append(OutputLeaf("input", input_index=index))
                 continue
             buffer = tracer.buffers[view.buffer]
             if device_mode and buffer.kind in (TEMP, EXTERNAL):

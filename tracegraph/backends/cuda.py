@@ -132,7 +132,12 @@ class CudaExecutable:
         self._copies: dict[int, list] = {}              # node -> [dst, src, size]
         self._events: list[Any] = []
         self._gnodes: dict[int, Any] = {}
+        self._compiled: dict[tuple, tuple[Any, bool]] = {}
+        self._launch_configs: dict[tuple, Any] = {}
         self._build()
+        self._compiled.clear()
+        self._exec_handle = self.graph.handle
+        self._kernel_patches: dict[int, _KernelPatch | None] = {}
         self._slots = self._slot_table()
         self._exec_views: dict[int, Any] = {}
         # result buffers: the allocations a buffer rotates through, and each one's count of
@@ -155,6 +160,10 @@ class CudaExecutable:
         self._needs_sync = bool(self._write_backs) or any(o.kind == "host" for o in plan.outputs)
         self._single_output = plan.outputs[0] if plan.output_tree == ("leaf",) else None
         self._default_stream = _core_stream(0)
+        self._default_handle = self._default_stream.handle
+        driver = _driver()
+        self._graph_launch = driver.cuGraphLaunch  # cuda.core's Graph.launch measured slower
+        self._ok = driver.CUresult.CUDA_SUCCESS
 
     # -- memory ---------------------------------------------------------------
     def _allocate(self) -> None:
@@ -203,14 +212,21 @@ class CudaExecutable:
         parent = deps[0] if deps else self.gdef
         op = node.op
         if node.kind == "kernel":
-            kernel, cooperative = _numba.compiled_kernel(op.kernel, node.argtypes)
+            key = (id(op.kernel), node.argtypes)
+            compiled = self._compiled.get(key)
+            if compiled is None:
+                compiled = self._compiled[key] = _numba.compiled_kernel(op.kernel, node.argtypes)
+            kernel, cooperative = compiled
             if cooperative:
                 raise LoweringError(f"kernel {op.name} uses grid-wide synchronization "
                                     "(a cooperative launch), which cuda.core cannot put in a "
                                     "graph node", where=op.location,
                                     fix="split the kernel at the grid sync into two launches")
-            config = core.LaunchConfig(grid=op.griddim, block=op.blockdim,
-                                       shmem_size=op.sharedmem)
+            dims = (op.griddim, op.blockdim, op.sharedmem)
+            config = self._launch_configs.get(dims)
+            if config is None:
+                config = self._launch_configs[dims] = core.LaunchConfig(
+                    grid=op.griddim, block=op.blockdim, shmem_size=op.sharedmem)
             args = [self._resolve(p) for p in node.params]
             self._configs[node.index] = (config, kernel)
             self._args[node.index] = args
@@ -283,11 +299,14 @@ class CudaExecutable:
                 self._rotate_if_held(buffer)
             for leaf, staging, offset, nbytes in self._host_inputs:
                 ctypes.memmove(base[staging], infos[leaf].ptr - offset, nbytes)
-            s = _core_stream(stream) if stream is not None else self._default_stream
-            try:
-                self.graph.launch(s)
-            except Exception as exc:  # noqa: BLE001
-                raise self._fault(exc, "cuGraphLaunch") from exc
+            if stream is None:
+                s, handle = self._default_stream, self._default_handle
+            else:
+                s = _core_stream(stream)
+                handle = s.handle
+            err, = self._graph_launch(self._exec_handle, handle)
+            if err != self._ok:
+                raise self._fault(err.name, "cuGraphLaunch")
             if self._needs_sync:
                 try:
                     s.sync()
@@ -316,8 +335,12 @@ class CudaExecutable:
                 args = self._args[index]
                 for pos, offset in slots:
                     args[pos] = base + offset
-                config, kernel = self._configs[index]
-                view.update(config=config, kernel=kernel, args=args)
+                patch = self._kernel_patch(index)
+                if patch is not None:
+                    patch.apply(slots, base)
+                else:
+                    config, kernel = self._configs[index]
+                    view.update(config=config, kernel=kernel, args=args)
             elif node.kind == "memcpy":
                 copy = self._copies[index]
                 dst, src = node.op.args
@@ -335,6 +358,17 @@ class CudaExecutable:
             raise CudaError(f"re-pointing a graph node failed: {exc}", error_name=_error_name(exc),
                             call="cuGraphExec*NodeSetParams", node=_node_label(node),
                             where=node.location) from exc
+
+    def _kernel_patch(self, index: int) -> "_KernelPatch | None":
+        if index not in self._kernel_patches:
+            try:
+                self._kernel_patches[index] = _KernelPatch(self._exec_handle,
+                                                           self._gnodes[index].handle,
+                                                           self._args[index])
+            except Exception as exc:  # noqa: BLE001 - fall back to cuda.core's node update
+                log.debug("direct kernel-node patching unavailable (%s); using cuda.core", exc)
+                self._kernel_patches[index] = None
+        return self._kernel_patches[index]
 
     def _rotate_if_held(self, buffer: int) -> None:
         """A result the caller still holds must not be overwritten: move to a free allocation."""
@@ -367,13 +401,14 @@ class CudaExecutable:
         return _numba.device_view(self._owners[v.buffer], v.offset, v.shape, v.strides, v.dtype)
 
     # -- errors and inspection -----------------------------------------------
-    def _fault(self, exc: BaseException, call: str) -> CudaError:
+    def _fault(self, exc: Any, call: str) -> CudaError:
         kernels = [f"{n.op.describe()} at {n.location}" for n in self.plan.nodes
                    if n.kind == "kernel"]
         shown = "; ".join(kernels[:6]) + (f"; ... ({len(kernels)} kernels)" if len(kernels) > 6
                                           else "")
+        name = exc if isinstance(exc, str) else _error_name(exc)
         return CudaError(f"the graph of {self.plan.name} failed on the GPU: {exc}",
-                         error_name=_error_name(exc), call=call,
+                         error_name=name, call=call,
                          node=f"one of its kernel nodes ({shown})",
                          fix="an illegal address usually means a kernel indexed out of bounds; "
                              "run the function with backend='sim' to find which launch, and "
@@ -405,6 +440,47 @@ class CudaExecutable:
         graph = getattr(self, "graph", None)
         if graph is not None and not graph.is_closed:
             graph.close()
+
+
+def _driver() -> Any:
+    from cuda.bindings import driver
+    return driver
+
+
+class _KernelPatch:
+    """A kernel node's parameters in ctypes storage we own, so re-pointing writes an
+    8-byte slot and makes one driver call (cuGraphExecKernelNodeSetParams) instead of
+    re-marshalling every argument through cuda.core."""
+
+    def __init__(self, exec_handle: Any, node_handle: Any, args: list):
+        driver = _driver()
+        err, params = driver.cuGraphKernelNodeGetParams(node_handle)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(err.name)
+        self.values = [_ctype_value(a) for a in args]
+        self.pointers = (ctypes.c_void_p * len(args))(*[ctypes.addressof(v) for v in self.values])
+        params.kernelParams = ctypes.addressof(self.pointers)
+        params.extra = 0
+        self.params = params
+        self.exec_handle = exec_handle
+        self.node_handle = node_handle
+
+    def apply(self, slots: list, base: int) -> None:
+        for pos, offset in slots:
+            self.values[pos].value = base + offset
+        driver = _driver()
+        err, = driver.cuGraphExecKernelNodeSetParams(self.exec_handle, self.node_handle,
+                                                     self.params)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(err.name)
+
+
+def _ctype_value(arg: Any) -> Any:
+    if isinstance(arg, bool):
+        return ctypes.c_bool(arg)
+    if isinstance(arg, int):
+        return ctypes.c_int64(arg) if arg < 2**63 else ctypes.c_uint64(arg)
+    return type(arg)(arg.value)  # already a ctypes scalar
 
 
 def _set_event(gnode: Any, node: PlanNode, event: Any) -> None:

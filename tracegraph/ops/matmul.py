@@ -1,0 +1,119 @@
+"""Matrix products: 2-D, batched 3-D (with batch broadcasting) and 1-D vectors, any M, N, K.
+
+One kernel: a block computes a TILE x TILE tile of the output, stepping over K one
+tile at a time through shared memory (cuda.shared.array + cuda.syncthreads). Edge tiles
+are padded with zeros, so M, N and K need not be multiples of TILE. Operands are 3-D
+strided views (a 2-D operand is a batch of one with batch stride 0), so transposed
+views (`x.T`) and broadcast batches need no copy.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from ..array import Array
+from ..trace import access
+from . import _base as B
+from .elementwise import copy
+
+# 16 x 16 = 256 threads on a GPU; the simulator runs a thread per Python thread, so it
+# gets small tiles (which also exercise the edge handling more)
+TILE = 4 if B.SIMULATOR else 16
+
+
+@cuda.jit
+def matmul_tiled(a, b, out, zero):
+    """out[z] = a[z] @ b[z] for 3-D views a (Z, M, K), b (Z, K, N), out (Z, M, N)."""
+    sa = cuda.shared.array((TILE, TILE), out.dtype)
+    sb = cuda.shared.array((TILE, TILE), out.dtype)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    nz = out.shape[0]
+    m = out.shape[1]
+    n = out.shape[2]
+    kk = a.shape[2]
+    col = cuda.blockIdx.x * TILE + tx
+    for z in range(cuda.blockIdx.z, nz, cuda.gridDim.z):
+        for tile_m in range(cuda.blockIdx.y, (m + TILE - 1) // TILE, cuda.gridDim.y):
+            row = tile_m * TILE + ty
+            acc = zero
+            for k0 in range(0, kk, TILE):
+                if row < m and k0 + tx < kk:
+                    sa[ty, tx] = a[z, row, k0 + tx]
+                else:
+                    sa[ty, tx] = zero
+                if k0 + ty < kk and col < n:
+                    sb[ty, tx] = b[z, k0 + ty, col]
+                else:
+                    sb[ty, tx] = zero
+                cuda.syncthreads()
+                for t in range(TILE):
+                    acc += sa[ty, t] * sb[t, tx]
+                cuda.syncthreads()
+            if row < m and col < n:
+                out[z, row, col] = acc
+
+
+access(matmul_tiled, reads=["a", "b"], writes=["out"])
+
+
+def _as3(x: Array, z: int, batch: bool, rows: bool, cols: bool) -> Array:
+    """x as a (Z, rows, cols) view; missing dims get size 1, a broadcast batch stride 0."""
+    shape, strides = list(x.shape), list(x.strides)
+    if not cols:
+        shape.append(1)
+        strides.append(0)
+    if not rows:
+        shape.insert(len(shape) - 1, 1)
+        strides.insert(len(strides) - 1, 0)
+    if not batch:
+        shape.insert(0, 1)
+        strides.insert(0, 0)
+    if shape[0] == 1 and z != 1:
+        shape[0], strides[0] = z, 0
+    return B.view(x, shape, strides)
+
+
+def matmul(a: Any, b: Any, *, out: Any = None) -> Array:
+    """a @ b with NumPy's matmul shapes, for operands of 1 to 3 dimensions."""
+    a = B.require_array("matmul", a, "a")
+    b = B.require_array("matmul", b, "b")
+    for x, name in ((a, "a"), (b, "b")):
+        B.check_dtype("matmul", x.dtype, B.NUMERIC, name)
+        if not 1 <= x.ndim <= 3:
+            raise B.fail("matmul", f"{name} has {x.ndim} dimensions {tuple(x.shape)}; "
+                         "matmul takes 1-D vectors, 2-D matrices and 3-D batches",
+                         "reshape leading batch dimensions into one")
+    ka = a.shape[-1]
+    kb = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if ka != kb:
+        raise B.fail("matmul", f"shapes {tuple(a.shape)} and {tuple(b.shape)} are not "
+                     f"aligned: a has {ka} columns, b has {kb} rows",
+                     "the last dimension of a must equal the second-to-last of b "
+                     "(transpose with .T if needed)")
+    za = a.shape[0] if a.ndim == 3 else 1
+    zb = b.shape[0] if b.ndim == 3 else 1
+    if za != zb and 1 not in (za, zb):
+        raise B.fail("matmul", f"batch sizes {za} and {zb} of shapes {tuple(a.shape)} and "
+                     f"{tuple(b.shape)} do not broadcast", "use equal batch sizes, or 1")
+    z = max(za, zb)
+    batch = a.ndim == 3 or b.ndim == 3
+    m = a.shape[-2] if a.ndim >= 2 else 1
+    n = b.shape[-1] if b.ndim >= 2 else 1
+    shape = ((z,) if batch else ()) + ((m,) if a.ndim >= 2 else ()) + \
+        ((n,) if b.ndim >= 2 else ())
+    dtype = np.result_type(a.dtype, b.dtype)
+    result, given = B.out_array("matmul", out, shape, dtype)
+    if given:
+        a = copy(a) if B.overlaps(a, result) else a
+        b = copy(b) if B.overlaps(b, result) else b
+    if result.size == 0:
+        return result
+    a3 = _as3(a, z, a.ndim == 3, a.ndim >= 2, True)
+    b3 = _as3(b, z, b.ndim == 3, True, b.ndim >= 2)
+    out3 = _as3(result, z, batch, a.ndim >= 2, b.ndim >= 2)
+    grid = (-(-n // TILE), min(-(-m // TILE), 65535), min(z, 65535))
+    matmul_tiled[grid, (TILE, TILE)](a3, b3, out3, B.scalar_of(0, dtype))
+    return result

@@ -1,0 +1,215 @@
+"""Neural-network ops over one axis: softmax, log_softmax (any axis) and layer_norm (last).
+
+A block handles one row (one position of the other axes): its threads stride over the
+row, and block-wide max/sum reductions go through shared memory. Rows of any length.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from ..array import Array
+from ..trace import access, empty
+from . import _base as B
+from .elementwise import _max2, copy
+from .reduce import _as_3d, _fold
+
+
+MAX_BLOCK = B.MAX_BLOCK
+
+
+@cuda.jit(device=True)
+def _block_sum(smem, v):
+    """The sum of `v` over the block's threads (blockDim.x a power of two)."""
+    tid = cuda.threadIdx.x
+    smem[tid] = v
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if tid < s:
+            smem[tid] += smem[tid + s]
+        cuda.syncthreads()
+        s //= 2
+    r = smem[0]
+    cuda.syncthreads()
+    return r
+
+
+@cuda.jit(device=True)
+def _block_max(smem, v):
+    """The maximum of `v` over the block's threads (NaN wins)."""
+    tid = cuda.threadIdx.x
+    smem[tid] = v
+    cuda.syncthreads()
+    s = cuda.blockDim.x // 2
+    while s > 0:
+        if tid < s:
+            smem[tid] = _max2(smem[tid], smem[tid + s])
+        cuda.syncthreads()
+        s //= 2
+    r = smem[0]
+    cuda.syncthreads()
+    return r
+
+
+_SOFTMAX = '''
+def {name}(x, out, ninf, zero):
+    """Along axis 1 of 3-D views x, out (outer, n, inner): one block per row."""
+    smem = cuda.shared.array(MAX_BLOCK, out.dtype)
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    n_outer = x.shape[0]
+    n = x.shape[1]
+    n_inner = x.shape[2]
+    for job in range(cuda.blockIdx.x, n_outer * n_inner, cuda.gridDim.x):
+        m = job // n_inner
+        k = job - m * n_inner
+        mx = ninf
+        for j in range(tid, n, nt):
+            mx = _max2(mx, x[m, j, k])
+        mx = _block_max(smem, mx)
+        s = zero
+        for j in range(tid, n, nt):
+            s += math.exp(x[m, j, k] - mx)
+        s = _block_sum(smem, s)
+        for j in range(tid, n, nt):
+            out[m, j, k] = {result}
+'''
+
+_ENV = {"__name__": __name__, "cuda": cuda, "math": math, "MAX_BLOCK": B.MAX_BLOCK,
+        "_max2": _max2, "_block_max": _block_max, "_block_sum": _block_sum}
+
+softmax_rows = access(B.make_kernel("softmax", _SOFTMAX, _ENV,
+                                    result="math.exp(x[m, j, k] - mx) / s"),
+                      reads=["x"], writes=["out"])
+log_softmax_rows = access(B.make_kernel("log_softmax", _SOFTMAX, _ENV,
+                                        result="x[m, j, k] - mx - math.log(s)"),
+                          reads=["x"], writes=["out"])
+
+
+@cuda.jit
+def layer_norm_rows(x, w, b, flags, inv_n, eps, zero, out):
+    """Normalize rows of 2-D views x, out (rows, n); scale by w[n], shift by b[n] when
+    flags has bit 1, bit 2. One block per row; biased variance, like PyTorch."""
+    smem = cuda.shared.array(MAX_BLOCK, out.dtype)
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    rows = x.shape[0]
+    n = x.shape[1]
+    for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+        s = zero
+        for j in range(tid, n, nt):
+            s += x[r, j]
+        mean = _block_sum(smem, s) * inv_n
+        q = zero
+        for j in range(tid, n, nt):
+            d = x[r, j] - mean
+            q += d * d
+        sd = math.sqrt(_block_sum(smem, q) * inv_n + eps)
+        for j in range(tid, n, nt):
+            y = (x[r, j] - mean) / sd
+            if flags & 1:
+                y = y * w[j]
+            if flags & 2:
+                y = y + b[j]
+            out[r, j] = y
+
+
+access(layer_norm_rows, reads=["x", "w", "b"], writes=["out"])
+
+
+def _softmax(op: str, kernel: Any, x: Any, axis: Any, out: Any) -> Array:
+    x = B.require_array(op, x)
+    B.check_dtype(op, x.dtype, B.NUMERIC)
+    if x.ndim == 0:
+        raise B.fail(op, "needs at least one dimension", "pass an array, not a 0-d value")
+    axis = B.normalize_axis(op, axis, x.ndim)
+    dtype = np.result_type(x.dtype, np.float32)
+    result, given = B.out_array(op, out, tuple(x.shape), dtype)
+    if result.size == 0:
+        return result
+    if given and B.overlaps(x, result) and x._view != result._view:
+        x = copy(x)
+    x3, ((m, _), (n, _), (k, _)) = _as_3d(op, x, axis)
+    target = result
+    folded = (_fold(result, tuple(range(axis))), _fold(result, tuple(range(axis + 1, x.ndim))))
+    if folded[0] is None or folded[1] is None:
+        target = empty(tuple(x.shape), dtype)
+        folded = (_fold(target, tuple(range(axis))),
+                  _fold(target, tuple(range(axis + 1, x.ndim))))
+    (_, so), (_, sk) = folded
+    out3 = B.view(target, (m, n, k), (so, target.strides[axis], sk))
+    kernel[B.grid_for(m * k), B.block_for(n)](x3, out3, B.scalar_of(-math.inf, dtype),
+                                              B.scalar_of(0, dtype))
+    if target is not result:
+        copy(target, out=result)
+    return result
+
+
+def softmax(x: Any, axis: int = -1, *, out: Any = None) -> Array:
+    """exp(x - max) / sum(exp(x - max)) along `axis` (the last by default)."""
+    return _softmax("softmax", softmax_rows, x, axis, out)
+
+
+def log_softmax(x: Any, axis: int = -1, *, out: Any = None) -> Array:
+    """x - max - log(sum(exp(x - max))) along `axis` (the last by default)."""
+    return _softmax("log_softmax", log_softmax_rows, x, axis, out)
+
+
+def layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5, *,
+               out: Any = None) -> Array:
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance).
+
+    weight and bias are 1-D arrays of the last axis' length, or None.
+    """
+    op = "layer_norm"
+    x = B.require_array(op, x)
+    B.check_dtype(op, x.dtype, B.NUMERIC)
+    if x.ndim == 0:
+        raise B.fail(op, "needs at least one dimension", "pass an array, not a 0-d value")
+    n = x.shape[-1]
+    params = []
+    for p, name in ((weight, "weight"), (bias, "bias")):
+        if p is not None:
+            p = B.require_array(op, p, name)
+            B.check_dtype(op, p.dtype, B.NUMERIC, name)
+            if tuple(p.shape) != (n,):
+                raise B.fail(op, f"{name} has shape {tuple(p.shape)}, expected ({n},) for "
+                             f"input of shape {tuple(x.shape)}",
+                             "pass a 1-D array as long as the last axis")
+        params.append(p)
+    dtype = np.result_type(x.dtype, np.float32, *[p.dtype for p in params if p is not None])
+    result, given = B.out_array(op, out, tuple(x.shape), dtype)
+    if result.size == 0:
+        return result
+    if given:
+        x = copy(x) if B.overlaps(x, result) and x._view != result._view else x
+        params = [copy(p) if p is not None and B.overlaps(p, result) else p for p in params]
+    rows = x.size // n
+    x2 = B.view(*_as_rows(x))
+    target = result
+    if _fold(result, tuple(range(x.ndim - 1))) is None:
+        target = empty(tuple(x.shape), dtype)
+    out2 = B.view(*_as_rows(target))
+    placeholder = B.view(x2, (n,), (0,))
+    flags = (1 if params[0] is not None else 0) | (2 if params[1] is not None else 0)
+    w = params[0] if params[0] is not None else placeholder
+    b = params[1] if params[1] is not None else placeholder
+    layer_norm_rows[B.grid_for(rows), B.block_for(n)](
+        x2, w, b, flags, B.scalar_of(1.0 / n, dtype), B.scalar_of(eps, dtype),
+        B.scalar_of(0, dtype), out2)
+    if target is not result:
+        copy(target, out=result)
+    return result
+
+
+def _as_rows(a: Array) -> tuple[Array, tuple[int, int], tuple[int, int]]:
+    """(a, shape, strides) of `a` as (rows, last axis); `a` must fold (else copy first)."""
+    folded = _fold(a, tuple(range(a.ndim - 1)))
+    if folded is None:
+        a = copy(a)
+        folded = _fold(a, tuple(range(a.ndim - 1)))
+    return a, (folded[0], a.shape[-1]), (folded[1], a.strides[-1])
