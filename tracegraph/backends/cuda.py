@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import sys
 import tempfile
 import threading
 from typing import Any
@@ -140,11 +141,11 @@ class CudaExecutable:
         self._kernel_patches: dict[int, _KernelPatch | None] = {}
         self._slots = self._slot_table()
         self._exec_views: dict[int, Any] = {}
-        # result buffers: the allocations a buffer rotates through, and each one's count of
-        # holders when only tracegraph holds it
-        self._ring: dict[int, list[Any]] = {b: [self._owners[b]] for b in self._output_buffers()}
-        self._free_refs = {id(o): _numba.allocation_refs(o) for ring in self._ring.values()
-                           for o in ring}
+        # result buffers: the allocations each rotates through (a held result is never
+        # overwritten) and, for device ones, Numba's count of holders when we alone hold it
+        self._ring: dict[int, list[Any]] = {b: [self._owners[b]] for b in self._result_buffers()}
+        self._free_refs = {id(o): _numba.allocation_refs(o) for b, ring in self._ring.items()
+                           if plan.buffers[b].kind == TEMP for o in ring}
         # what each replay does, precomputed: (leaf, buffer, view offset[, bytes])
         first = {}
         for inp in plan.inputs:
@@ -152,12 +153,13 @@ class CudaExecutable:
                 first.setdefault(inp.buffer, inp)
         self._device_inputs = [(i.index, b, i.view.offset) for b, i in first.items()
                                if i.staging is None]
-        self._host_inputs = [(i.index, i.staging, i.view.offset, plan.buffers[i.staging].nbytes)
-                             for i in first.values() if i.staging is not None]
-        self._write_backs = [h for h, i in zip(self._host_inputs,
-                                               [i for i in first.values() if i.staging is not None])
-                             if any(x.written for x in plan.inputs if x.buffer == i.buffer)]
-        self._needs_sync = bool(self._write_backs) or any(o.kind == "host" for o in plan.outputs)
+        host = [i for i in first.values() if i.staging is not None]
+        self._host_inputs = [(i.index, i.staging, i.view.offset, plan.buffers[i.staging].nbytes,
+                              any(x.written for x in plan.inputs if x.buffer == i.buffer))
+                             for i in host]
+        self._own_staging = {i.staging: self._base[i.staging] for i in host}
+        self._needs_sync = any(h[4] for h in self._host_inputs) or any(
+            o.kind == "host" for o in plan.outputs)
         self._single_output = plan.outputs[0] if plan.output_tree == ("leaf",) else None
         self._default_stream = _core_stream(0)
         self._default_handle = self._default_stream.handle
@@ -183,9 +185,11 @@ class CudaExecutable:
             elif b.kind == DEVICE_INPUT:
                 self._base[b.id] = 0  # bound on the first run
 
-    def _output_buffers(self) -> list[int]:
+    def _result_buffers(self) -> list[int]:
+        """Graph memory handed to the caller as results: device temps and pinned staging."""
         return sorted({o.view.buffer for o in self.plan.outputs
-                       if o.kind == "device" and self.plan.buffers[o.view.buffer].kind == TEMP})
+                       if (o.kind == "device" and self.plan.buffers[o.view.buffer].kind == TEMP)
+                       or o.kind == "host"})
 
     # -- graph ----------------------------------------------------------------
     def _build(self) -> None:
@@ -276,7 +280,8 @@ class CudaExecutable:
 
     def _slot_table(self) -> dict[int, dict[int, list[tuple[Any, int]]]]:
         """buffer -> node -> [(param position or "dst"/"src", offset)] for movable buffers."""
-        movable = set(self.plan.patchable_buffers) | set(self._output_buffers())
+        movable = (set(self.plan.patchable_buffers) | set(self._result_buffers()) |
+                   {i.staging for i in self.plan.inputs if i.staging is not None})
         table: dict[int, dict[int, list]] = {}
         for b in movable:
             per_node: dict[int, list] = {}
@@ -297,8 +302,19 @@ class CudaExecutable:
                     self._repoint(buffer, address)
             for buffer in self._ring:
                 self._rotate_if_held(buffer)
-            for leaf, staging, offset, nbytes in self._host_inputs:
-                ctypes.memmove(base[staging], infos[leaf].ptr - offset, nbytes)
+            copied_in = []
+            for entry in self._host_inputs:
+                leaf, staging, offset, nbytes, _ = entry
+                address = infos[leaf].ptr - offset
+                if _pinned(address, nbytes):  # the graph's memcpy nodes use it directly
+                    if base[staging] != address:
+                        self._repoint(staging, address)
+                    continue
+                own = self._own_staging[staging]
+                if base[staging] != own:
+                    self._repoint(staging, own)
+                ctypes.memmove(own, address, nbytes)
+                copied_in.append(entry)
             if stream is None:
                 s, handle = self._default_stream, self._default_handle
             else:
@@ -313,8 +329,9 @@ class CudaExecutable:
                 except Exception as exc:  # noqa: BLE001
                     raise self._fault(exc, "cuStreamSynchronize") from exc
                 self._raise_callback_errors()
-                for leaf, staging, offset, nbytes in self._write_backs:
-                    ctypes.memmove(infos[leaf].ptr - offset, base[staging], nbytes)
+                for leaf, staging, offset, nbytes, written in copied_in:
+                    if written:
+                        ctypes.memmove(infos[leaf].ptr - offset, base[staging], nbytes)
             if self._single_output is not None:
                 return self._output(self._single_output, leaves)
             return pytree.unflatten(self.plan.output_tree,
@@ -372,21 +389,32 @@ class CudaExecutable:
 
     def _rotate_if_held(self, buffer: int) -> None:
         """A result the caller still holds must not be overwritten: move to a free allocation."""
-        current = self._owners[buffer]
-        if not self._held(current):
+        ring = self._ring[buffer]
+        free = [i for i in range(len(ring)) if not self._held(buffer, ring, i)]
+        current = next(i for i in range(len(ring)) if ring[i] is self._owners[buffer])
+        if current in free:
             return
-        for owner in self._ring[buffer]:
-            if owner is not current and not self._held(owner):
-                break
+        if free:
+            owner = ring[free[0]]
         else:
-            owner = cuda.device_array(max(self.plan.buffers[buffer].nbytes, 1), np.uint8)
-            self._ring[buffer].append(owner)
-            self._free_refs[id(owner)] = _numba.allocation_refs(owner)
+            nbytes = max(self.plan.buffers[buffer].nbytes, 1)
+            if self.plan.buffers[buffer].kind == STAGING:
+                owner = cuda.pinned_array(nbytes, np.uint8)
+            else:
+                owner = cuda.device_array(nbytes, np.uint8)
+                self._free_refs[id(owner)] = _numba.allocation_refs(owner)
+            ring.append(owner)
         self._owners[buffer] = owner
-        self._repoint(buffer, _numba.device_address(owner))
+        self._repoint(buffer, owner.ctypes.data if isinstance(owner, np.ndarray)
+                      else _numba.device_address(owner))
 
-    def _held(self, owner: Any) -> bool:
-        return _numba.allocation_refs(owner) > self._free_refs[id(owner)]
+    def _held(self, buffer: int, ring: list, i: int) -> bool:
+        """Does anyone but us still reference allocation ring[i] (a result or a view of it)?"""
+        if isinstance(ring[i], np.ndarray):
+            # ours: the ring's slot, getrefcount's argument, and _owners when current
+            ours = 2 + (ring[i] is self._owners[buffer])
+            return sys.getrefcount(ring[i]) > ours
+        return _numba.allocation_refs(ring[i]) > self._free_refs[id(ring[i])]
 
     def _output(self, out: Any, leaves: list[Any]) -> Any:
         if out.kind == "static":
@@ -394,10 +422,9 @@ class CudaExecutable:
         if out.kind == "input":
             return leaves[out.input_index]
         v = out.view
-        if out.kind == "host":
-            staging = self._owners[v.buffer]
-            return np.ndarray(v.shape, v.dtype, buffer=staging, offset=v.offset,
-                              strides=v.strides).copy()
+        if out.kind == "host":  # a view of pinned staging: the ring keeps it unchanged
+            return np.ndarray(v.shape, v.dtype, buffer=self._owners[v.buffer], offset=v.offset,
+                              strides=v.strides)
         return _numba.device_view(self._owners[v.buffer], v.offset, v.shape, v.strides, v.dtype)
 
     # -- errors and inspection -----------------------------------------------
@@ -445,6 +472,18 @@ class CudaExecutable:
 def _driver() -> Any:
     from cuda.bindings import driver
     return driver
+
+
+def _pinned(address: int, nbytes: int) -> bool:
+    """Is [address, address + nbytes) page-locked host memory the GPU can copy directly?"""
+    driver = _driver()
+    attr = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+    host = driver.CUmemorytype.CU_MEMORYTYPE_HOST
+    for a in (address, address + max(nbytes, 1) - 1):
+        err, kind = driver.cuPointerGetAttribute(attr, a)
+        if err != driver.CUresult.CUDA_SUCCESS or int(kind) != int(host):
+            return False
+    return True
 
 
 class _KernelPatch:
