@@ -149,6 +149,34 @@ def kernel_is_debug(kernel: Any) -> bool:
     return bool(kernel.targetoptions.get("debug"))
 
 
+def uses_grid_sync(kernel: Any) -> bool:
+    """Does the kernel (or a device function it calls) synchronize the whole grid
+    (`cuda.cg.this_grid().sync()`)? Such a kernel needs a cooperative launch."""
+    func = kernel_py_func(kernel)
+    found = _grid_sync.get(func)
+    if found is None:
+        found = _grid_sync[func] = _uses_grid_sync(func, set())
+    return found
+
+
+_grid_sync: "weakref.WeakKeyDictionary[Callable, bool]" = weakref.WeakKeyDictionary()
+
+
+def _uses_grid_sync(func: Callable, seen: set) -> bool:
+    if func in seen:
+        return False
+    seen.add(func)
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return False
+    names = _referenced_names(code)
+    if "this_grid" in names:
+        return True
+    namespace = getattr(func, "__globals__", {})
+    return any(_uses_grid_sync(kernel_py_func(v), seen) for n in names
+               if _is_device_function(v := namespace.get(n)))
+
+
 def _is_device_function(obj: Any) -> bool:
     if SIMULATOR:
         return isinstance(obj, _KernelType) and obj._device

@@ -8,6 +8,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
+
 from . import arrays, backends, config, pytree
 from .errors import SignatureError, TraceError
 from .ir import Program
@@ -18,6 +20,8 @@ from .trace import trace_function, user_location
 log = logging.getLogger("tracegraph.api")
 
 _CONTAINERS = (tuple, list, dict, type(None))
+_FLOATS = frozenset({float, complex, np.float16, np.float32, np.float64, np.longdouble,
+                     np.complex64, np.complex128, np.clongdouble})
 
 
 @dataclass(frozen=True)
@@ -140,7 +144,9 @@ class CompiledFunction:
         key_parts = [tree]
         for leaf, info, group in zip(leaves, infos, groups):
             if info is None:
-                key_parts.append((type(leaf), leaf))
+                t = type(leaf)
+                # -0.0 == 0.0 and nan != nan: floats are keyed by their exact repr
+                key_parts.append((t, repr(leaf) if t in _FLOATS else leaf))
             else:
                 key_parts.append((info.placement, info.shape, info.dtype, info.strides, group))
         key = tuple(key_parts)
@@ -228,6 +234,12 @@ class CompiledFunction:
                                   "to compile this signature too")
 
 
+def _static_key(x: Any) -> tuple:
+    """How a non-array argument enters the signature (inlined in _prepare)."""
+    t = type(x)
+    return (t, repr(x) if t in _FLOATS else x)
+
+
 def _hashable(x: Any) -> bool:
     try:
         hash(x)
@@ -252,7 +264,7 @@ def _describe_diff(program: Program, call: _Call) -> list[str]:
         if inp.kind == "static":
             if info is not None:
                 diffs.append(f"argument {path}: expected the value {inp.value!r}, got an array")
-            elif (type(leaf), leaf) != (type(inp.value), inp.value):
+            elif _static_key(leaf) != _static_key(inp.value):
                 diffs.append(f"argument {path}: expected the value {inp.value!r} "
                              f"({type(inp.value).__name__}), got {leaf!r} "
                              f"({type(leaf).__name__}); Python scalars are baked into the graph")

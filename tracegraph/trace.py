@@ -169,6 +169,12 @@ class Tracer:
                              "error code after every launch, so it cannot live in a graph",
                              where=where, fix=f"define {name} with @cuda.jit (debug=False) for "
                                               "use in a tracegraph function")
+        if _numba.uses_grid_sync(kernel):
+            raise TraceError(f"kernel {name} synchronizes the whole grid "
+                             "(cuda.cg.this_grid().sync()): that needs a cooperative launch, "
+                             "which cannot be a node of an explicit CUDA graph here",
+                             where=where, fix=f"split {name} at the grid sync into two kernels "
+                                              "launched one after the other")
         if stream and not self._warned_stream:
             self._warned_stream = True
             warnings.warn(f"{where}: a stream given to {name} inside a traced function is "

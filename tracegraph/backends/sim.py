@@ -63,6 +63,8 @@ class SimExecutable:
                       else [n.index for n in plan.nodes])
         self.memory = {b.id: np.full(b.nbytes, _POISON, np.uint8) for b in plan.buffers
                        if b.kind in (TEMP, HOST_INPUT, STAGING)}
+        self.written = frozenset(a.buffer for n in plan.nodes for a in n.op.accesses
+                                 if a.writes)
         self._lock = threading.Lock()
 
     def run(self, leaves: list[Any], infos: list[ArrayInfo | None], stream: Any = None) -> Any:
@@ -83,7 +85,9 @@ class SimExecutable:
                     mem[b.id] = _numba.device_bytes(base, b.nbytes).copy_to_host()
                     copied_from_device[b.id] = base
             elif b.kind == EXTERNAL:
-                mem[b.id] = self._external_bytes(b)
+                mem[b.id], base = self._external_bytes(b)
+                if not _numba.SIMULATOR:
+                    copied_from_device[b.id] = base
         for staging, base in staging_bases.items():
             ctypes.memmove(mem[staging].ctypes.data, base, plan.buffers[staging].nbytes)
 
@@ -101,18 +105,19 @@ class SimExecutable:
                 ctypes.memmove(staging_bases[inp.staging], mem[inp.staging].ctypes.data,
                                plan.buffers[inp.staging].nbytes)
         for buffer, base in copied_from_device.items():
-            if any(inp.written for inp in plan.inputs if inp.buffer == buffer):
+            if buffer in self.written:  # a caller's or captured device array
                 _numba.device_bytes(base, plan.buffers[buffer].nbytes).copy_to_device(mem[buffer])
         return pytree.unflatten(plan.output_tree,
                                 [self._output(o, leaves, mem) for o in plan.outputs])
 
-    def _external_bytes(self, buffer: Any) -> np.ndarray:
+    def _external_bytes(self, buffer: Any) -> tuple[np.ndarray, int]:
+        """A captured device array's bytes (a host copy on a real GPU) and its address."""
         from ..arrays import describe
         info = describe(buffer.external)
         lo, _ = info.extent
         if _numba.SIMULATOR:
-            return host_bytes(lo, buffer.nbytes)
-        return _numba.device_bytes(lo, buffer.nbytes).copy_to_host()
+            return host_bytes(lo, buffer.nbytes), lo
+        return _numba.device_bytes(lo, buffer.nbytes).copy_to_host(), lo
 
     def _execute(self, node: Any, mem: dict[int, np.ndarray]) -> None:
         op = node.op

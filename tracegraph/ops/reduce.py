@@ -1,11 +1,16 @@
 """Reductions over all elements or one axis: sum, mean, max, min.
 
-The input is seen as a 3-D view (outer, n, inner) reduced along n, so one kernel per
-reduction serves every axis and layout. A block reduces one (outer, inner) pair: its
-threads stride over n, then combine through shared memory in a tree (any n, not only
-powers of two). When there are few outputs but n is long, a first launch reduces
-chunks of n into partial results with many blocks, and a second launch of the same
-kernel reduces the partials.
+The input is seen as a 3-D view (outer, n, inner) reduced along n, so two kernels per
+reduction serve every axis and layout (any n, not only powers of two):
+
+- rows (inner == 1, e.g. the last axis or all elements): a block reduces one row; its
+  threads stride over n, then combine through shared memory in a tree;
+- columns (inner > 1): a thread reduces one (outer, inner) pair serially, so
+  neighbouring threads read neighbouring elements.
+
+When there are few outputs but n is long, a first launch reduces chunks of n into
+partial results with many blocks, and a second launch of the same kernel reduces the
+partials.
 """
 from __future__ import annotations
 
@@ -56,20 +61,47 @@ def {name}(x, out, chunk, scale, init):
         cuda.syncthreads()
 '''
 
+_REDUCE_COLUMNS = '''
+def {name}(x, out, chunk, scale, init):
+    n_outer = x.shape[0]
+    n = x.shape[1]
+    n_inner = x.shape[2]
+    p = cuda.blockIdx.y
+    lo = p * chunk
+    hi = lo + chunk
+    if hi > n:
+        hi = n
+    start = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    for job in range(start, n_outer * n_inner, cuda.gridDim.x * cuda.blockDim.x):
+        m = job // n_inner
+        k = job - m * n_inner
+        acc = init
+        for j in range(lo, hi):
+            v = x[m, j, k]
+            acc = {combine_acc}
+        out[m, p, k] = acc{finish}
+'''
+
 _ENV = {"__name__": __name__, "cuda": cuda, "MAX_BLOCK": B.MAX_BLOCK, "_max2": _max2,
         "_min2": _min2}
 
+_COMBINE = {"sum": ("{} + {}", " * scale"), "max": ("_max2({}, {})", ""),
+            "min": ("_min2({}, {})", "")}
 KERNELS = {
-    name: access(B.make_kernel(name, _REDUCE, _ENV, combine_acc=f.format("acc", "v"),
-                               combine=f.format("u", "v"), finish=finish),
-                 reads=["x"], writes=["out"])
-    for name, f, finish in (("sum", "{} + {}", " * scale"), ("max", "_max2({}, {})", ""),
-                            ("min", "_min2({}, {})", ""))
+    (kind, template_name): access(
+        B.make_kernel(kind + suffix, template, _ENV, combine_acc=f.format("acc", "v"),
+                      combine=f.format("u", "v"), finish=finish),
+        reads=["x"], writes=["out"])
+    for kind, (f, finish) in _COMBINE.items()
+    for template_name, template, suffix in (("rows", _REDUCE, ""),
+                                            ("columns", _REDUCE_COLUMNS, "_columns"))
 }
 
-# the simulator gets a short chunk so that its tests exercise the two-launch path
-_CHUNK = 64 if B.SIMULATOR else 4096
-_FEW_OUTPUTS = 4 if B.SIMULATOR else 512
+# n is split into chunks (two launches) when there are fewer outputs than this...
+_FEW_OUTPUTS = {"rows": 4 if B.SIMULATOR else 512, "columns": 64 if B.SIMULATOR else 16384}
+# ...of this many elements; the simulator gets short chunks so that its tests exercise
+# the two-launch path
+_CHUNK = {"rows": 64 if B.SIMULATOR else 4096, "columns": 16 if B.SIMULATOR else 256}
 
 
 def _identity(kind: str, dtype: np.dtype) -> Any:
@@ -144,22 +176,29 @@ def reduce(op: str, kind: str, x: Any, axis: Any, keepdims: bool, out: Any,
     (mo, so), (ko, sk) = folded
     out3 = B.view(target, (mo, 1, ko), (so, 0, sk))
 
-    kernel = KERNELS[kind]
     init = _identity(kind, dtype)
     one = B.scalar_of(1, dtype)
     scale = B.scalar_of(1.0 / n if n else math.nan, dtype) if op == "mean" else one
-    jobs = m * k
-    parts = -(-n // _CHUNK) if jobs < _FEW_OUTPUTS else 1
+    how = "rows" if k == 1 else "columns"
+    kernel = KERNELS[kind, how]
+    parts = -(-n // _CHUNK[how]) if m * k < _FEW_OUTPUTS[how] else 1
     parts = builtins.min(parts, 65535)
     if parts > 1:
         chunk = -(-n // parts)
         partial = empty((m, parts, k), dtype)
-        kernel[(B.grid_for(jobs), parts), B.block_for(chunk)](x3, partial, chunk, one, init)
+        _launch(kernel, how, m * k, chunk, parts)(x3, partial, chunk, one, init)
         x3, n = partial, parts
-    kernel[(B.grid_for(jobs), 1), B.block_for(n)](x3, out3, builtins.max(n, 1), scale, init)
+    _launch(kernel, how, m * k, n, 1)(x3, out3, builtins.max(n, 1), scale, init)
     if target is not result:
         copy(target, out=result)
     return result
+
+
+def _launch(kernel: Any, how: str, jobs: int, n: int, parts: int) -> Any:
+    if how == "rows":
+        return kernel[(B.grid_for(jobs), parts), B.block_for(n)]
+    grid, block = B.launch_1d(jobs)
+    return kernel[(grid, parts), block]
 
 
 def sum(x: Any, axis: Any = None, *, keepdims: bool = False, out: Any = None) -> Array:  # noqa: A001
