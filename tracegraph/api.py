@@ -210,7 +210,7 @@ class CompiledFunction:
             backend = self.backend
             program = self._trace(call)
             plan = lower(program)
-            executable = backends.build(plan, backend)
+            executable = backends.build(plan, backend, call.infos)
             entry = Compiled(call.key, program, plan, executable)
             self._cache[call.key] = entry
             self._latest = entry

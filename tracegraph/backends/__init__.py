@@ -37,13 +37,17 @@ def resolve(name: str) -> str:
     return name
 
 
-def build(plan: Any, backend: str) -> Any:
-    """An executable for `plan`: `.run(leaves, infos, stream)` returns the results."""
+def build(plan: Any, backend: str, infos: list | None = None) -> Any:
+    """An executable for `plan`: `.run(leaves, infos, stream)` returns the results.
+
+    `infos` describe the arguments of the call that compiled it; the cuda backend builds
+    its nodes on their addresses, so that call patches nothing.
+    """
     if backend == "sim":
         from . import sim
         return sim.build(plan, config.sim_order_seed())
     from . import cuda
-    return cuda.build(plan)
+    return cuda.build(plan, infos)
 
 
 def input_bases(plan: Any, infos: list) -> tuple[dict[int, int], dict[int, int]]:
