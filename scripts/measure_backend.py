@@ -124,6 +124,36 @@ def main():
     results["executable_run_us"] = (time.perf_counter() - t0) / n * 1e6
     cuda.synchronize()
 
+    # changed-pointer cost against fan-out: F kernels read the input that moves
+    @cuda.jit
+    def copy_scaled(src, dst, a):
+        i = cuda.grid(1)
+        if i < dst.size:
+            dst[i] = src[i] * a
+
+    for fan in (1, 4, 16, 64):
+        def fanout(src, outs):
+            for k in range(fan):
+                copy_scaled[4, 256](src, outs[k], 1.0)
+        fanout.__name__ = fanout.__qualname__ = f"fanout{fan}"
+        ff = tg.compile(fanout)
+        outs = cuda.device_array((fan, 1024), np.float32)
+        ff(x, outs)
+        ff(y, outs)
+        cuda.synchronize()
+        reps = 500
+        t0 = time.perf_counter()
+        for k in range(reps):
+            ff.replay(x, outs)
+        same = (time.perf_counter() - t0) / reps
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        for k in range(reps):
+            ff.replay(x if k % 2 else y, outs)
+        moved = (time.perf_counter() - t0) / reps
+        cuda.synchronize()
+        results[f"moved_pointer_cost_us_fanout{fan}"] = (moved - same) * 1e6
+
     # fork/join: 8 chains of 16 tiny kernels on 8 arrays, then a join; GPU time by events
     @cuda.jit
     def join8(a, b, c, d, e, f_, g_, h, out):
