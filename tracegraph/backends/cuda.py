@@ -1,12 +1,15 @@
 """Plan -> explicit CUDA graph, instantiated once, replayed with one launch.
 
-The only module that calls the CUDA driver. Nodes are built one by one with
-cuda.core's GraphDefinition (no stream capture); cuda.bindings is used only where
-cuda.core has no API (event nodes on foreign events, the driver's DOT dump to a string).
+With cuda_handles.py, the only code that calls the CUDA driver. Nodes are built one by
+one with cuda.core's GraphDefinition (no stream capture); cuda.bindings is used where
+cuda.core has no API (event nodes on foreign events, page-locked memory queries) or
+measured slower on the replay path (graph launch, kernel-node re-pointing).
 
 Replay does, per call: compare each device input's address with the last one and
-re-point the nodes that use it only when it moved; copy NumPy inputs into pinned
-staging; launch; for NumPy results, synchronize and copy out of pinned staging.
+re-point the nodes that use it only when it moved; copy pageable NumPy inputs into
+pinned staging (page-locked ones are copied by the graph directly); move a result
+buffer the caller still holds to a free allocation; launch; for NumPy results,
+synchronize and hand back views of pinned memory.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from ..arrays import ArrayInfo, describe
 from ..errors import CudaError, LoweringError, TracegraphError
 from ..ir import DEVICE_INPUT, EXTERNAL, HOST_INPUT, STAGING, TEMP
 from ..lower import CScalar, Plan, PlanNode, Ptr
+from . import cuda_handles as handles
 
 log = logging.getLogger("tracegraph.backends.cuda")
 
@@ -41,73 +45,6 @@ def _error_name(exc: BaseException) -> str:
         if word.startswith("CUDA_ERROR_") or word.startswith("cudaError"):
             return word
     return type(exc).__name__
-
-
-def _node_label(node: PlanNode) -> str:
-    return f"{node.index} {node.op.describe()}"
-
-
-# ---------------------------------------------------------------------------
-# streams and events given by the caller
-
-_streams: dict[int, Any] = {}
-
-
-def _as_int(value: Any) -> int | None:
-    """A raw handle as an int: ints, ctypes pointers, cuda.bindings handles (int() gives
-    the handle, not its address), or objects that wrap one in `.handle`."""
-    if value is None:
-        return None
-    if isinstance(value, int):
-        return value
-    if hasattr(value, "value") and not hasattr(value, "getPtr"):  # ctypes c_void_p
-        return int(value.value or 0)
-    if hasattr(value, "getPtr"):  # cuda.bindings CUstream / CUevent
-        return int(value)
-    if hasattr(value, "handle"):
-        return _as_int(value.handle)
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def stream_handle(stream: Any) -> int:
-    """The raw cudaStream_t of a Numba, CuPy, PyTorch or cuda.core stream, or an int."""
-    if stream is None or stream == 0:
-        return 0
-    if hasattr(stream, "__cuda_stream__"):
-        return int(stream.__cuda_stream__()[1])
-    for attr in ("cuda_stream", "ptr", "handle"):  # torch, cupy, numba / cuda.core
-        value = _as_int(getattr(stream, attr, None))
-        if value is not None:
-            return value
-    value = _as_int(stream)
-    if value is None:
-        raise TracegraphError(f"cannot use a {type(stream).__name__} as a CUDA stream",
-                              fix="pass a Numba, CuPy, PyTorch or cuda.core stream, or a raw "
-                                  "cudaStream_t as an int")
-    return value
-
-
-def _core_stream(stream: Any) -> Any:
-    handle = stream_handle(stream)
-    s = _streams.get(handle)
-    if s is None:
-        core = _core()
-        s = core.LEGACY_DEFAULT_STREAM if handle == 0 else core.Stream.from_handle(handle)
-        _streams[handle] = s
-    return s
-
-
-def event_handle(event: Any) -> int:
-    """The raw CUevent of a cuda.core, Numba, CuPy or PyTorch event."""
-    for attr in ("cuda_event", "ptr", "handle"):
-        value = _as_int(getattr(event, attr, None))
-        if value:
-            return value
-    raise TracegraphError(f"cannot use a {type(event).__name__} as a CUDA event",
-                          fix="pass a cuda.core, Numba, CuPy or PyTorch event")
 
 
 # ---------------------------------------------------------------------------
@@ -138,7 +75,7 @@ class CudaExecutable:
         self._build()
         self._compiled.clear()
         self._exec_handle = self.graph.handle
-        self._kernel_patches: dict[int, _KernelPatch | None] = {}
+        self._kernel_patches: dict[int, handles.KernelPatch | None] = {}
         self._slots = self._slot_table()
         self._exec_views: dict[int, Any] = {}
         # result buffers: the allocations each rotates through (a held result is never
@@ -161,9 +98,9 @@ class CudaExecutable:
         self._needs_sync = any(h[4] for h in self._host_inputs) or any(
             o.kind == "host" for o in plan.outputs)
         self._single_output = plan.outputs[0] if plan.output_tree == ("leaf",) else None
-        self._default_stream = _core_stream(0)
+        self._default_stream = handles.core_stream(0)
         self._default_handle = self._default_stream.handle
-        driver = _driver()
+        driver = handles.driver()
         self._graph_launch = driver.cuGraphLaunch  # cuda.core's Graph.launch measured slower
         self._ok = driver.CUresult.CUDA_SUCCESS
 
@@ -208,7 +145,7 @@ class CudaExecutable:
                 raise
             except Exception as exc:  # noqa: BLE001 - a driver or cuda.core failure
                 raise CudaError(f"building graph node failed: {exc}", error_name=_error_name(exc),
-                                call=f"add {node.kind} node", node=_node_label(node),
+                                call=f"add {node.kind} node", node=handles.node_label(node),
                                 where=node.location) from exc
         try:
             self.graph = self.gdef.instantiate()
@@ -259,7 +196,7 @@ class CudaExecutable:
             self._events.append((placeholder, op.payload))
             g = parent.record(placeholder) if node.kind == "event_record" else \
                 parent.wait(placeholder)
-            _set_event(g, node, op.payload)
+            handles.set_event(g, node, op.payload)
         else:
             raise LoweringError(f"unknown node kind {node.kind}", where=node.location)
         for d in deps[1:]:
@@ -311,7 +248,7 @@ class CudaExecutable:
             for entry in self._host_inputs:
                 leaf, staging, offset, nbytes, _ = entry
                 address = infos[leaf].ptr - offset
-                if _pinned(address, nbytes):  # the graph's memcpy nodes use it directly
+                if handles.pinned(address, nbytes):  # the graph's memcpy nodes use it directly
                     if base[staging] != address:
                         self._repoint(staging, address)
                     continue
@@ -323,7 +260,7 @@ class CudaExecutable:
             if stream is None:
                 s, handle = self._default_stream, self._default_handle
             else:
-                s = _core_stream(stream)
+                s = handles.core_stream(stream)
                 handle = s.handle
             err, = self._graph_launch(self._exec_handle, handle)
             if err != self._ok:
@@ -378,13 +315,13 @@ class CudaExecutable:
                             width=node.nbytes)
         except Exception as exc:  # noqa: BLE001
             raise CudaError(f"re-pointing a graph node failed: {exc}", error_name=_error_name(exc),
-                            call="cuGraphExec*NodeSetParams", node=_node_label(node),
+                            call="cuGraphExec*NodeSetParams", node=handles.node_label(node),
                             where=node.location) from exc
 
-    def _kernel_patch(self, index: int) -> "_KernelPatch | None":
+    def _kernel_patch(self, index: int) -> "handles.KernelPatch | None":
         if index not in self._kernel_patches:
             try:
-                self._kernel_patches[index] = _KernelPatch(self._exec_handle,
+                self._kernel_patches[index] = handles.KernelPatch(self._exec_handle,
                                                            self._gnodes[index].handle,
                                                            self._args[index])
             except Exception as exc:  # noqa: BLE001 - fall back to cuda.core's node update
@@ -472,73 +409,6 @@ class CudaExecutable:
         graph = getattr(self, "graph", None)
         if graph is not None and not graph.is_closed:
             graph.close()
-
-
-def _driver() -> Any:
-    from cuda.bindings import driver
-    return driver
-
-
-def _pinned(address: int, nbytes: int) -> bool:
-    """Is [address, address + nbytes) page-locked host memory the GPU can copy directly?"""
-    driver = _driver()
-    attr = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE
-    host = driver.CUmemorytype.CU_MEMORYTYPE_HOST
-    for a in (address, address + max(nbytes, 1) - 1):
-        err, kind = driver.cuPointerGetAttribute(attr, a)
-        if err != driver.CUresult.CUDA_SUCCESS or int(kind) != int(host):
-            return False
-    return True
-
-
-class _KernelPatch:
-    """A kernel node's parameters in ctypes storage we own, so re-pointing writes an
-    8-byte slot and makes one driver call (cuGraphExecKernelNodeSetParams) instead of
-    re-marshalling every argument through cuda.core."""
-
-    def __init__(self, exec_handle: Any, node_handle: Any, args: list):
-        driver = _driver()
-        err, params = driver.cuGraphKernelNodeGetParams(node_handle)
-        if err != driver.CUresult.CUDA_SUCCESS:
-            raise RuntimeError(err.name)
-        self.values = [_ctype_value(a) for a in args]
-        self.pointers = (ctypes.c_void_p * len(args))(*[ctypes.addressof(v) for v in self.values])
-        params.kernelParams = ctypes.addressof(self.pointers)
-        params.extra = 0
-        self.params = params
-        self.exec_handle = exec_handle
-        self.node_handle = node_handle
-
-    def apply(self, slots: list, base: int) -> None:
-        for pos, offset in slots:
-            self.values[pos].value = base + offset
-        driver = _driver()
-        err, = driver.cuGraphExecKernelNodeSetParams(self.exec_handle, self.node_handle,
-                                                     self.params)
-        if err != driver.CUresult.CUDA_SUCCESS:
-            raise RuntimeError(err.name)
-
-
-def _ctype_value(arg: Any) -> Any:
-    if isinstance(arg, bool):
-        return ctypes.c_bool(arg)
-    if isinstance(arg, int):
-        return ctypes.c_int64(arg) if arg < 2**63 else ctypes.c_uint64(arg)
-    return type(arg)(arg.value)  # already a ctypes scalar
-
-
-def _set_event(gnode: Any, node: PlanNode, event: Any) -> None:
-    """Point an event node at the caller's event (cuda.core cannot wrap a foreign handle)."""
-    from cuda.bindings import driver
-    handle = driver.CUevent(event_handle(event))
-    if node.kind == "event_record":
-        err, = driver.cuGraphEventRecordNodeSetEvent(gnode.handle, handle)
-    else:
-        err, = driver.cuGraphEventWaitNodeSetEvent(gnode.handle, handle)
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise CudaError("setting the event of an event node failed", error_name=err.name,
-                        call="cuGraphEvent*NodeSetEvent", node=_node_label(node),
-                        where=node.location)
 
 
 def build(plan: Plan, infos: list | None = None) -> CudaExecutable:

@@ -1,0 +1,151 @@
+"""Raw CUDA handles for the cuda backend: callers' streams and events, page-locked host
+memory, and kernel-node parameters held in ctypes storage for fast re-pointing.
+
+Part of the cuda backend, the only code that calls the CUDA driver (through cuda.bindings
+where cuda.core has no API or measured slower on the replay path).
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from ..errors import CudaError, TracegraphError
+from ..lower import PlanNode
+
+
+def _core() -> Any:
+    import cuda.core as core
+    return core
+
+
+def node_label(node: PlanNode) -> str:
+    return f"{node.index} {node.op.describe()}"
+
+
+_streams: dict[int, Any] = {}
+
+
+def _as_int(value: Any) -> int | None:
+    """A raw handle as an int: ints, ctypes pointers, cuda.bindings handles (int() gives
+    the handle, not its address), or objects that wrap one in `.handle`."""
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    if hasattr(value, "value") and not hasattr(value, "getPtr"):  # ctypes c_void_p
+        return int(value.value or 0)
+    if hasattr(value, "getPtr"):  # cuda.bindings CUstream / CUevent
+        return int(value)
+    if hasattr(value, "handle"):
+        return _as_int(value.handle)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def stream_handle(stream: Any) -> int:
+    """The raw cudaStream_t of a Numba, CuPy, PyTorch or cuda.core stream, or an int."""
+    if stream is None or stream == 0:
+        return 0
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    for attr in ("cuda_stream", "ptr", "handle"):  # torch, cupy, numba / cuda.core
+        value = _as_int(getattr(stream, attr, None))
+        if value is not None:
+            return value
+    value = _as_int(stream)
+    if value is None:
+        raise TracegraphError(f"cannot use a {type(stream).__name__} as a CUDA stream",
+                              fix="pass a Numba, CuPy, PyTorch or cuda.core stream, or a raw "
+                                  "cudaStream_t as an int")
+    return value
+
+
+def core_stream(stream: Any) -> Any:
+    handle = stream_handle(stream)
+    s = _streams.get(handle)
+    if s is None:
+        core = _core()
+        s = core.LEGACY_DEFAULT_STREAM if handle == 0 else core.Stream.from_handle(handle)
+        _streams[handle] = s
+    return s
+
+
+def event_handle(event: Any) -> int:
+    """The raw CUevent of a cuda.core, Numba, CuPy or PyTorch event."""
+    for attr in ("cuda_event", "ptr", "handle"):
+        value = _as_int(getattr(event, attr, None))
+        if value:
+            return value
+    raise TracegraphError(f"cannot use a {type(event).__name__} as a CUDA event",
+                          fix="pass a cuda.core, Numba, CuPy or PyTorch event")
+
+
+def driver() -> Any:
+    from cuda.bindings import driver
+    return driver
+
+
+def pinned(address: int, nbytes: int) -> bool:
+    """Is [address, address + nbytes) page-locked host memory the GPU can copy directly?"""
+    drv = driver()
+    attr = drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+    host = drv.CUmemorytype.CU_MEMORYTYPE_HOST
+    for a in (address, address + max(nbytes, 1) - 1):
+        err, kind = drv.cuPointerGetAttribute(attr, a)
+        if err != drv.CUresult.CUDA_SUCCESS or int(kind) != int(host):
+            return False
+    return True
+
+
+class KernelPatch:
+    """A kernel node's parameters in ctypes storage we own, so re-pointing writes an
+    8-byte slot and makes one driver call (cuGraphExecKernelNodeSetParams) instead of
+    re-marshalling every argument through cuda.core."""
+
+    def __init__(self, exec_handle: Any, node_handle: Any, args: list):
+        drv = driver()
+        err, params = drv.cuGraphKernelNodeGetParams(node_handle)
+        if err != drv.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(err.name)
+        self.values = [_ctype_value(a) for a in args]
+        self.pointers = (ctypes.c_void_p * len(args))(*[ctypes.addressof(v) for v in self.values])
+        params.kernelParams = ctypes.addressof(self.pointers)
+        params.extra = 0
+        self.params = params
+        self.exec_handle = exec_handle
+        self.node_handle = node_handle
+
+    def apply(self, slots: list, base: int) -> None:
+        for pos, offset in slots:
+            self.values[pos].value = base + offset
+        drv = driver()
+        err, = drv.cuGraphExecKernelNodeSetParams(self.exec_handle, self.node_handle,
+                                                     self.params)
+        if err != drv.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(err.name)
+
+
+def _ctype_value(arg: Any) -> Any:
+    if isinstance(arg, bool):
+        return ctypes.c_bool(arg)
+    if isinstance(arg, int):
+        return ctypes.c_int64(arg) if arg < 2**63 else ctypes.c_uint64(arg)
+    return type(arg)(arg.value)  # already a ctypes scalar
+
+
+def set_event(gnode: Any, node: PlanNode, event: Any) -> None:
+    """Point an event node at the caller's event (cuda.core cannot wrap a foreign handle)."""
+    from cuda.bindings import driver
+    handle = driver.CUevent(event_handle(event))
+    if node.kind == "event_record":
+        err, = driver.cuGraphEventRecordNodeSetEvent(gnode.handle, handle)
+    else:
+        err, = driver.cuGraphEventWaitNodeSetEvent(gnode.handle, handle)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise CudaError("setting the event of an event node failed", error_name=err.name,
+                        call="cuGraphEvent*NodeSetEvent", node=node_label(node),
+                        where=node.location)
+
+
