@@ -96,8 +96,10 @@ def _install_dispatcher_hooks() -> None:
 
 
 def _stream_given(stream: Any) -> bool:
+    if stream is None or (isinstance(stream, int) and stream == 0):
+        return False
     try:
-        return int(getattr(stream, "handle", 0) or 0) != 0
+        return int(getattr(stream, "handle", 1) or 0) != 0
     except Exception:  # noqa: BLE001 - an exotic stream object: it was given
         return True
 
@@ -116,16 +118,26 @@ def _install_simulator_hooks() -> None:
         grid, block = normalize_kernel_dimensions(self.grid_dim, self.block_dim)
         stream = getattr(self, "_tracegraph_stream", 0)
         tracer.record_launch(self, tuple(grid), tuple(block), self.dynshared_size, args,
-                             stream=_stream_given(stream) if stream else False)
+                             stream=_stream_given(stream))
 
     def getitem(self, configuration):
-        # The simulator drops the stream; remember it so tracing can warn about it.
+        # The simulator keeps the last launch's shared memory size and drops the stream;
+        # reset the one and remember the other so tracing can warn about it.
+        self.dynshared_size = 0
         result = original_getitem(self, configuration)
         self._tracegraph_stream = configuration[2] if len(configuration) >= 3 else 0
         return result
 
+    original_forall = k.FakeCUDAKernel.forall
+
+    def forall(self, ntasks, tpb=0, stream=0, sharedmem=0):
+        if ntasks == 0 and current_tracer() is not None:
+            return lambda *args: None  # numba-cuda launches nothing for zero tasks
+        return original_forall(self, ntasks, tpb, stream, sharedmem)
+
     k.FakeCUDAKernel.__call__ = call
     k.FakeCUDAKernel.__getitem__ = getitem
+    k.FakeCUDAKernel.forall = forall
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,61 @@
+"""Small kernels shared by the tests. Keep them tiny: the simulator runs one Python
+thread per CUDA thread."""
+from __future__ import annotations
+
+from numba import cuda
+
+
+@cuda.jit
+def scale(x, a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i]
+
+
+@cuda.jit
+def add(x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] + y[i]
+
+
+@cuda.jit
+def copy(src, dst):
+    i = cuda.grid(1)
+    if i < dst.size:
+        dst[i] = src[i]
+
+
+@cuda.jit
+def iscale(x, a):
+    """x *= a, in place (augmented assignment)."""
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] *= a
+
+
+@cuda.jit
+def iadd(x, y):
+    """x += y, in place."""
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += y[i]
+
+
+@cuda.jit
+def fill(out, value):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = value
+
+
+@cuda.jit
+def boom(x):
+    """Raises if it ever runs: tracing must not execute it."""
+    i = cuda.grid(1)
+    if i < x.size:
+        raise RuntimeError("boom: a traced kernel was executed")
+
+
+def launch_1d(n: int, tpb: int = 16) -> tuple[int, int]:
+    return ((n + tpb - 1) // tpb, tpb)
