@@ -530,7 +530,6 @@ def test_tracer_is_released_after_an_error():
 
     with pytest.raises(tg.TraceError):
         bad.trace(np.arange(4.0))
-    from tracegraph import _numba
     assert _numba.current_tracer() is None
     with pytest.raises(tg.TraceError, match="only meaningful inside"):
         tg.empty(4)
