@@ -14,7 +14,7 @@ export PYTHONUNBUFFERED=1
 nvidia-smi -L | tee "$OUT/env.log"
 python3 -c "import numba, numba.cuda, numpy, cuda.core, networkx; print('numba', numba.__version__, 'numpy', numpy.__version__, 'cuda.core', cuda.core.__version__, 'gpu', numba.cuda.is_available())" 2>&1 | tee -a "$OUT/env.log"
 python3 examples/quickstart.py 2>&1 | tee "$OUT/quickstart.log"
-timeout ${TEST_TIMEOUT:-330} python3 -m pytest -q -x -p no:cacheprovider ${PYTEST_ARGS:-tests} 2>&1 | tail -n 60 | tee "$OUT/pytest.log"
+timeout ${TEST_TIMEOUT:-330} python3 -m pytest -q ${PYTEST_FLAGS--x} -p no:cacheprovider ${PYTEST_ARGS:-tests} 2>&1 | tail -n 60 | tee "$OUT/pytest.log"
 timeout 120 python3 scripts/measure_backend.py "$OUT/backend.json" 2>&1 | tee "$OUT/backend.log"
 if [ "$1" != "quick" ] && [ -f benchmarks/run.py ]; then
   timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/run.py --out "$OUT/bench" ${BENCH_ARGS:---quick} 2>&1 | tail -n 40 | tee "$OUT/bench.log"
