@@ -217,24 +217,32 @@ def test_kernel_writing_an_input_writes_the_callers_array(backend, place):
 
 
 def test_aliased_inputs_behave_like_eager(backend):
-    def prog(a, b):
-        iscale[1, 16](a, 2.0)
-        iadd[1, 16](b, a)
-        return b
+    # race-free kernels (each thread touches its own elements), so eager on a GPU and the
+    # simulator agree; the overlap of a and b must order the three launches
+    def prog(a, b, out):
+        iscale[1, 16](a, 2.0)   # writes bytes that b also covers
+        copy[1, 16](b, out)     # must see them
+        iscale[1, 16](b, 3.0)   # and only then overwrite b
+        return out
 
     f = tg.compile(prog, backend=backend)
     base = np.arange(24.0)
     eager = cuda.to_device(base)
-    prog(eager[:16], eager[8:])  # on device memory, where the two views really alias
-    expected = eager.copy_to_host()
+    eager_out = cuda.to_device(np.zeros(16))
+    prog(eager[:16], eager[8:], eager_out)  # on device memory, where the views really alias
+    expected, expected_out = eager.copy_to_host(), eager_out.copy_to_host()
     dev = cuda.to_device(base)
-    f(dev[:16], dev[8:])
+    dev_out = cuda.to_device(np.zeros(16))
+    f(dev[:16], dev[8:], dev_out)
     np.testing.assert_array_equal(dev.copy_to_host(), expected)
+    np.testing.assert_array_equal(dev_out.copy_to_host(), expected_out)
     # NumPy views of one array are one buffer in the graph too (eager Numba would copy
     # each argument in and out separately, racing on the shared bytes)
     got = base.copy()
-    f(got[:16], got[8:])
+    got_out = np.zeros(16)
+    f(got[:16], got[8:], got_out)
     np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(got_out, expected_out)
 
 
 def test_same_array_passed_twice(backend):

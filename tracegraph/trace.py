@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from . import _numba, arrays, pytree
+from . import _numba, arrays, checks, pytree
 from .errors import TraceError
 from .array import Array
 from .ir import (DEVICE_INPUT, EXTERNAL, HOST_INPUT, STAGING, TEMP, Access, Buffer, InputLeaf,
@@ -294,6 +294,7 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     tracer = Tracer(name)
     inputs, stand_ins = _bind_inputs(tracer, leaves, paths, infos, groups)
     n_prologue = len(tracer.ops)
+    checks.warn_side_effects(fn, name)
     previous = _numba.set_tracer(tracer)
     try:
         args, kwargs = pytree.unflatten(tree, stand_ins)
