@@ -129,6 +129,23 @@ def test_transitive_reduction_same_reachability():
     assert red.graph.number_of_edges() <= p.graph.number_of_edges()
 
 
+def test_transitive_reduction_equals_networkx_on_random_dags():
+    import random
+    from tracegraph.ir import op_graph
+    rng = random.Random(7)
+    for trial in range(40):
+        n = rng.randrange(2, 40)
+        ops = tuple(_k(f"k{i}", (0, 0, 8, "r")) for i in range(n))
+        g = op_graph(ops)
+        for v in range(n):
+            for u in range(v):
+                if rng.random() < 0.25:
+                    g.add_edge(u, v, hazard="RAW", hazards=frozenset({"RAW"}))
+        p = _deps(ops).replace(graph=g)
+        red = transitive_reduction(p)
+        assert set(red.graph.edges) == set(nx.transitive_reduction(g).edges), trial
+
+
 # ---------------------------------------------------------------------------
 # on traced programs
 
