@@ -321,3 +321,40 @@ def test_held_numpy_results_and_their_views_stay_unchanged(backend):
     np.testing.assert_allclose(view, 2 + 3 * y[:5])
     for k, r in enumerate(results, start=2):
         np.testing.assert_allclose(r, 2 * k + 3 * y)
+
+
+CALLBACK_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    from numba import cuda
+    import tracegraph as tg
+
+    @cuda.jit
+    def scale(x, a, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = a * x[i]
+
+    def bad_callback():
+        cuda.to_device(np.ones(4))  # CUDA work inside a host node: not allowed
+
+    @tg.compile(backend="cuda")
+    def f(x):
+        out = tg.empty_like(x)
+        scale[1, 32](x, 2.0, out)
+        tg.callback(bad_callback, out)
+        return out
+
+    try:
+        f(np.ones(32))
+    except tg.TracegraphError as e:
+        print("REPORTED", "|", e)
+    else:
+        print("NOT REPORTED")
+""")
+
+
+def test_callback_calling_cuda_is_reported(gpu):
+    r = subprocess.run([sys.executable, "-c", CALLBACK_SCRIPT], capture_output=True, text=True,
+                       timeout=90, env=dict(os.environ))
+    assert "REPORTED" in r.stdout, r.stdout + r.stderr
+    assert "must not call CUDA" in r.stdout and "bad_callback" in r.stdout
