@@ -383,7 +383,7 @@ class CudaExecutable:
             return
         node, exc = self._callback_errors.pop(0)
         self._callback_errors.clear()
-        cuda_call = "CUDA" in type(exc).__name__ or "CUDA_ERROR" in str(exc)
+        cuda_call = "cuda" in type(exc).__name__.lower() or "CUDA_ERROR" in str(exc)
         raise TracegraphError(
             f"host callback {node.op.name} raised {type(exc).__name__}: {exc}",
             where=node.location,

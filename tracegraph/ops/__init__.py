@@ -3,25 +3,50 @@
 Call them inside a `@tg.compile` function on traced arrays: each launches one or more
 kernels (recorded like any user launch) and returns a new graph-owned array, or writes
 the optional `out=`. `tg.Array` operators (+ - * / @, unary -, abs, < <= > >=) call them.
+
+- elementwise (broadcasting, scalar operands): add subtract multiply divide maximum
+  minimum less less_equal greater greater_equal equal not_equal negative abs exp log
+  sqrt tanh sigmoid relu where clip copy astype
+- reductions (all elements or one axis): sum mean max min
+- linear algebra and nn: matmul softmax log_softmax layer_norm
+- layout and filling: transpose reshape broadcast_to fill full full_like ones_like
 """
-from .elementwise import (abs, absolute, add, astype, clip, copy, divide, equal, exp,
-                          greater, greater_equal, less, less_equal, log, maximum, minimum,
-                          multiply, negative, not_equal, relu, sigmoid, sqrt, subtract, tanh,
-                          where)
+from .elementwise import (
+    abs,
+    absolute,
+    add,
+    astype,
+    clip,
+    copy,
+    divide,
+    equal,
+    exp,
+    greater,
+    greater_equal,
+    less,
+    less_equal,
+    log,
+    maximum,
+    minimum,
+    multiply,
+    negative,
+    not_equal,
+    relu,
+    sigmoid,
+    sqrt,
+    subtract,
+    tanh,
+    where,
+)
 from .matmul import matmul
 from .nn import layer_norm, log_softmax, softmax
 from .reduce import amax, amin, max, mean, min, sum
 from .shape import broadcast_to, fill, full, full_like, ones_like, reshape, transpose
 
 __all__ = [
-    # elementwise
-    "abs", "absolute", "add", "astype", "clip", "copy", "divide", "equal", "exp", "greater",
-    "greater_equal", "less", "less_equal", "log", "maximum", "minimum", "multiply",
-    "negative", "not_equal", "relu", "sigmoid", "sqrt", "subtract", "tanh", "where",
-    # reductions
-    "amax", "amin", "max", "mean", "min", "sum",
-    # linear algebra and nn
-    "layer_norm", "log_softmax", "matmul", "softmax",
-    # layout
-    "broadcast_to", "fill", "full", "full_like", "ones_like", "reshape", "transpose",
+    "abs", "absolute", "add", "amax", "amin", "astype", "broadcast_to", "clip", "copy",
+    "divide", "equal", "exp", "fill", "full", "full_like", "greater", "greater_equal",
+    "layer_norm", "less", "less_equal", "log", "log_softmax", "matmul", "max", "maximum",
+    "mean", "min", "minimum", "multiply", "negative", "not_equal", "ones_like", "relu",
+    "reshape", "sigmoid", "softmax", "sqrt", "subtract", "sum", "tanh", "transpose", "where",
 ]

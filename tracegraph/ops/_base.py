@@ -8,7 +8,8 @@ elementwise kernels see all operands as 4-D views of the output's shape after
 from __future__ import annotations
 
 import linecache
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from numba import cuda
@@ -173,23 +174,6 @@ def overlaps(a: Array, b: Array) -> bool:
         return False
     (a0, a1), (b0, b1) = va.byte_range(), vb.byte_range()
     return a0 < b1 and b0 < a1
-
-
-def split_axis(op: str, x: Array, axis: int
-               ) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
-    """`x` as a 3-D (outer, axis, inner) shape and strides, or None if it does not fold."""
-    def fold(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int] | None:
-        if not shape:
-            return 1, 0
-        s, st = collapse(shape, [strides])
-        if len(s) > 1:
-            return None
-        return (s[0], st[0][0]) if s else (1, 0)
-    outer = fold(x.shape[:axis], x.strides[:axis])
-    inner = fold(x.shape[axis + 1:], x.strides[axis + 1:])
-    if outer is None or inner is None:
-        return None
-    return ((outer[0], x.shape[axis], inner[0]), (outer[1], x.strides[axis], inner[1]))
 
 
 def normalize_axis(op: str, axis: Any, ndim: int) -> int:

@@ -11,7 +11,8 @@ Result dtypes follow NumPy (Python scalars are weak: float32 array + 2.0 is floa
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numba import cuda
@@ -42,13 +43,13 @@ def _unravel(i, shape):
 @cuda.jit(device=True)
 def _max2(x, y):
     """NumPy's maximum: NaN wins."""
-    return x if (x > y or x != x) else y
+    return x if (x > y or x != x) else y  # noqa: PLR0124 - x != x: x is NaN
 
 
 @cuda.jit(device=True)
 def _min2(x, y):
     """NumPy's minimum: NaN wins."""
-    return x if (x < y or x != x) else y
+    return x if (x < y or x != x) else y  # noqa: PLR0124 - x != x: x is NaN
 
 
 @cuda.jit(device=True)
@@ -84,7 +85,8 @@ def _sigmoid(v):
 
 @cuda.jit(device=True)
 def _relu(v):
-    return 0 if v < 0 else v
+    # not max(v, 0): NaN must stay NaN, and the result keeps v's type
+    return 0 if v < 0 else v  # noqa: FURB136
 
 
 _ENV = {"__name__": __name__, "cuda": cuda, "math": math, "_unravel": _unravel,
@@ -280,7 +282,7 @@ def negative(x: Any, *, out: Any = None) -> Array:
     return _unary("negative", x, out)
 
 
-def abs(x: Any, *, out: Any = None) -> Array:  # noqa: A001 - NumPy's name
+def abs(x: Any, *, out: Any = None) -> Array:
     """|x|."""
     return _unary("abs", x, out)
 

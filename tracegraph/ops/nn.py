@@ -17,7 +17,6 @@ from . import _base as B
 from .elementwise import _max2, copy
 from .reduce import _as_3d, _fold
 
-
 MAX_BLOCK = B.MAX_BLOCK
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import builtins
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numba import cuda
@@ -161,7 +162,7 @@ def reduce(op: str, kind: str, x: Any, axis: Any, keepdims: bool, out: Any,
     if n == 0 and kind != "sum":
         raise B.fail(op, f"zero-size reduction of an array of shape {x.shape}: {kind} has no "
                      "identity", "reduce a non-empty axis")
-    result, given = B.out_array(op, out, out_shape, dtype)
+    result, _ = B.out_array(op, out, out_shape, dtype)
     if result.size == 0:
         return result
     # the result as (outer, 1, inner), or a temporary when a user's out does not fold
@@ -201,7 +202,7 @@ def _launch(kernel: Any, how: str, jobs: int, n: int, parts: int) -> Any:
     return kernel[(grid, parts), block]
 
 
-def sum(x: Any, axis: Any = None, *, keepdims: bool = False, out: Any = None) -> Array:  # noqa: A001
+def sum(x: Any, axis: Any = None, *, keepdims: bool = False, out: Any = None) -> Array:
     """Sum over all elements (axis=None) or one axis; ints and bools sum to int64."""
     return reduce("sum", "sum", x, axis, keepdims, out, np.sum)
 
@@ -211,12 +212,12 @@ def mean(x: Any, axis: Any = None, *, keepdims: bool = False, out: Any = None) -
     return reduce("mean", "sum", x, axis, keepdims, out, np.mean)
 
 
-def max(x: Any, axis: Any = None, *, keepdims: bool = False, out: Any = None) -> Array:  # noqa: A001
+def max(x: Any, axis: Any = None, *, keepdims: bool = False, out: Any = None) -> Array:
     """Maximum over all elements or one axis (NaN propagates)."""
     return reduce("max", "max", x, axis, keepdims, out, np.max)
 
 
-def min(x: Any, axis: Any = None, *, keepdims: bool = False, out: Any = None) -> Array:  # noqa: A001
+def min(x: Any, axis: Any = None, *, keepdims: bool = False, out: Any = None) -> Array:
     """Minimum over all elements or one axis (NaN propagates)."""
     return reduce("min", "min", x, axis, keepdims, out, np.min)
 

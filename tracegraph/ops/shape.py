@@ -6,7 +6,8 @@ arguments with other shapes and strides.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numba import cuda
