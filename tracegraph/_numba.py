@@ -113,7 +113,8 @@ def _install_simulator_hooks() -> None:
 
     def call(self, *args):
         tracer = current_tracer()
-        if tracer is None or self._device or k._kernel_context is not None:
+        # tracers are per thread and the simulator's CUDA threads have none
+        if tracer is None or self._device:
             return original_call(self, *args)
         from numba.cuda.errors import normalize_kernel_dimensions
         grid, block = normalize_kernel_dimensions(self.grid_dim, self.block_dim)
@@ -600,16 +601,59 @@ def _simulated(dispatcher: Any) -> Any:
         return cached
     func = dispatcher.py_func
     namespace = dict(func.__globals__)
+    cells = _new_cells(func)
     clone = pytypes.FunctionType(func.__code__, namespace, func.__name__, func.__defaults__,
-                                 func.__closure__)
+                                 cells)
     fake = FakeCUDAKernel(clone, device=_is_device_function(dispatcher),
                           fastmath=bool(dispatcher.targetoptions.get("fastmath")))
     _sim_kernels[dispatcher] = fake
-    for name in _referenced_names(func.__code__):
-        value = namespace.get(name)
-        if isinstance(value, _KernelType):
-            namespace[name] = _simulated(value)
+    _rebind(func, namespace, cells)
     return fake
+
+
+def _sim_value(value: Any) -> Any:
+    """What a kernel's global or closure variable becomes for the simulator: kernels and
+    device functions simulator kernels, @numba.jit functions (numba.cuda.random's) plain
+    Python, tuples of these tuples of their replacements."""
+    from numba.core.registry import CPUDispatcher
+    if isinstance(value, _KernelType):
+        return _simulated(value)
+    if isinstance(value, CPUDispatcher):
+        return _python_clone(value)
+    if type(value) is tuple and any(isinstance(v, (_KernelType, CPUDispatcher)) for v in value):
+        return tuple(_sim_value(v) for v in value)
+    return value
+
+
+def _python_clone(dispatcher: Any) -> Any:
+    cached = _sim_kernels.get(dispatcher)
+    if cached is not None:
+        return cached
+    func = dispatcher.py_func
+    namespace = dict(func.__globals__)
+    cells = _new_cells(func)
+    clone = pytypes.FunctionType(func.__code__, namespace, func.__name__, func.__defaults__,
+                                 cells)
+    _sim_kernels[dispatcher] = clone
+    _rebind(func, namespace, cells)
+    return clone
+
+
+def _new_cells(func: Callable) -> tuple | None:
+    return tuple(pytypes.CellType() for _ in func.__closure__) if func.__closure__ else None
+
+
+def _rebind(func: Callable, namespace: dict, cells: tuple | None) -> None:
+    """Point the clone's globals and closure cells at simulator versions (filled after the
+    clone is registered, so recursion terminates)."""
+    for name in _referenced_names(func.__code__):
+        if name in namespace:
+            namespace[name] = _sim_value(namespace[name])
+    for new, old in zip(cells or (), func.__closure__ or ()):
+        try:
+            new.cell_contents = _sim_value(old.cell_contents)
+        except ValueError:  # an empty cell stays empty
+            pass
 
 
 def _referenced_names(code: pytypes.CodeType) -> set[str]:

@@ -5,6 +5,8 @@ import functools
 import inspect
 import logging
 import threading
+import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -20,6 +22,7 @@ from .trace import trace_function, user_location
 log = logging.getLogger("tracegraph.api")
 
 _CONTAINERS = (tuple, list, dict, type(None))
+MANY_GRAPHS = 16  # warn once a function has compiled this many graphs
 _FLOATS = frozenset({float, complex, np.float16, np.float32, np.float64, np.longdouble,
                      np.complex64, np.complex128, np.clongdouble})
 
@@ -60,7 +63,7 @@ class CompiledFunction:
             p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
             for p in params) else None)
         self._param_names = list(self._pysig.parameters)
-        self._memo: tuple[tuple, _Call] | None = None
+        self._memo: tuple | None = None  # (weak) last arguments and their _Call parts
         self._flat_tree = ("call", (pytree.LEAF,) * len(params), ())
         functools.update_wrapper(self, fn)
         if not hasattr(self, "__qualname__"):  # a callable object or a partial
@@ -127,9 +130,15 @@ class CompiledFunction:
         metadata cannot change (device arrays, scalars): the common replay loop."""
         memo = self._memo
         if memo is not None:
-            last_args, call = memo
-            if len(args) == len(last_args) and all(a is b for a, b in zip(args, last_args)):
-                return call
+            last_args, last_leaves, rest = memo
+            if len(args) != len(last_args):
+                return None
+            for a, r in zip(args, last_args):
+                if (r[0] if type(r) is tuple else r()) is not a:
+                    return None
+            leaves = (list(args) if last_leaves is None else
+                      [r[0] if type(r) is tuple else r() for r in last_leaves])
+            return _Call(leaves, *rest)
         return None
 
     def _prepare(self, args: tuple, kwargs: dict) -> _Call:
@@ -160,7 +169,12 @@ class CompiledFunction:
                              fix="pass arrays, scalars, or tuples/lists/dicts of these") from None
         call = _Call(leaves, paths, tree, infos, key)
         if not kwargs and all(arrays.has_fixed_metadata(a) for a in args):
-            self._memo = (args, call)
+            # weakly: a compiled function must not keep its caller's arrays alive
+            self._memo = (tuple(map(_ref, args)),
+                          None if len(leaves) == len(args) and all(
+                              leaf is a for leaf, a in zip(leaves, args))
+                          else tuple(map(_ref, leaves)),
+                          (paths, tree, infos, key))
         return call
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple[list, list, Any]:
@@ -220,7 +234,29 @@ class CompiledFunction:
             self._latest = entry
             log.info("compiled %s for a new signature on %s: %d nodes", self.__qualname__,
                      backend, len(plan.nodes))
+            if len(self._cache) == MANY_GRAPHS:
+                self._warn_many_graphs()
             return entry
+
+    def _warn_many_graphs(self) -> None:
+        """Each new value of a Python scalar argument compiles a new graph: say which ones
+        keep changing, once, when a function reaches MANY_GRAPHS graphs."""
+        values: dict[str, set] = {}
+        for entry in self._cache.values():
+            for inp in entry.program.inputs:
+                if inp.kind == "static" and _hashable(inp.value):
+                    values.setdefault(inp.path, set()).add(_static_key(inp.value))
+        changing = [path for path, seen in values.items() if len(seen) > 1]
+        why = (f"the Python value of {', '.join(changing)} differs between them (each value "
+               "is baked into its own graph)" if changing else
+               "their arguments differ in shape, dtype, strides, placement or aliasing")
+        filename, _, line = user_location(2).rpartition(":")
+        warnings.warn_explicit(
+            f"{self.__qualname__} has compiled {len(self._cache)} graphs, one per signature: "
+            f"{why}. Each costs a trace and a graph build. Pass values that change on every "
+            "call as device arrays (e.g. a 1-element array read by the kernel), or call "
+            f"{self.__qualname__}.clear() to drop graphs no longer needed",
+            UserWarning, filename or "?", int(line) if line.isdigit() else 0)
 
     def _signature_error(self, call: _Call) -> SignatureError:
         where = user_location(3)
@@ -236,6 +272,20 @@ class CompiledFunction:
                               where=where,
                               fix=f"pass arguments like the compiled call, or call {name}(...) "
                                   "to compile this signature too")
+
+
+_NO_WEAKREF: set[type] = set()
+
+
+def _ref(x: Any) -> Any:
+    """A weak reference to x (an array), or (x,) for what has none (scalars, None)."""
+    t = type(x)
+    if t not in _NO_WEAKREF:
+        try:
+            return weakref.ref(x)
+        except TypeError:
+            _NO_WEAKREF.add(t)
+    return (x,)
 
 
 def _static_key(x: Any) -> tuple:

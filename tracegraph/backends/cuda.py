@@ -34,6 +34,7 @@ from ..lower import CScalar, Plan, PlanNode, Ptr
 from . import cuda_handles as handles
 
 log = logging.getLogger("tracegraph.backends.cuda")
+_thread = threading.local()  # the device made current on this thread
 
 
 def _core() -> Any:
@@ -233,6 +234,9 @@ class CudaExecutable:
 
     # -- replay ---------------------------------------------------------------
     def run(self, leaves: list[Any], infos: list[ArrayInfo | None], stream: Any = None) -> Any:
+        if getattr(_thread, "device", None) is not self.device:  # a thread's first replay
+            self.device.set_current()
+            _thread.device = self.device
         with self._lock:
             if self._callback_errors:
                 self._raise_callback_errors()
