@@ -3,25 +3,9 @@
 Runs on the GPU when one is usable, else on Numba's CUDA simulator (CPU), and checks
 its own result against NumPy.
 """
-import os
 import sys
 
-
-def _pick_simulator_if_no_gpu() -> None:
-    """Numba reads NUMBA_ENABLE_CUDASIM at import: decide before importing it."""
-    if "NUMBA_ENABLE_CUDASIM" in os.environ:
-        return
-    try:
-        from cuda.bindings import driver
-        ok = driver.cuInit(0)[0] == driver.CUresult.CUDA_SUCCESS and \
-            driver.cuDeviceGetCount()[1] > 0
-    except Exception:  # noqa: BLE001 - no driver library: no GPU
-        ok = False
-    if not ok:
-        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-
-
-_pick_simulator_if_no_gpu()
+import _support  # noqa: F401 - first: picks the simulator when no GPU is usable
 
 import numpy as np  # noqa: E402
 from numba import cuda  # noqa: E402

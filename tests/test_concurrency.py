@@ -8,6 +8,7 @@ import threading
 import numpy as np
 import pytest
 from numba import cuda
+from small_kernels import add, iadd, scale
 
 import tracegraph as tg
 
@@ -16,27 +17,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:the traced function .*:UserWarni
 N = 8
 GRID, BLOCK = 2, 4
 THREADS = 8
-
-
-@cuda.jit
-def scale(x, a, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = a * x[i]
-
-
-@cuda.jit
-def add(x, y, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = x[i] + y[i]
-
-
-@cuda.jit
-def iadd(x, y):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += y[i]
 
 
 def diamond(x, y):

@@ -10,8 +10,12 @@ import networkx as nx
 import numpy as np
 import pytest
 from numba import cuda
-from numba.cuda.random import (init_xoroshiro128p_states_cpu, xoroshiro128p_dtype,
-                               xoroshiro128p_uniform_float32)
+from numba.cuda.random import (
+    init_xoroshiro128p_states_cpu,
+    xoroshiro128p_dtype,
+    xoroshiro128p_uniform_float32,
+)
+from small_kernels import add, iadd, iscale, scale
 
 import tracegraph as tg
 from tracegraph import _numba, arrays
@@ -22,34 +26,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:the traced function .*:UserWarni
 
 N = 8
 GRID, BLOCK = 2, 4  # the simulator runs one Python thread per CUDA thread: keep it tiny
-
-
-@cuda.jit
-def scale(x, a, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = a * x[i]
-
-
-@cuda.jit
-def add(x, y, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = x[i] + y[i]
-
-
-@cuda.jit
-def iadd(x, y):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += y[i]
-
-
-@cuda.jit
-def iscale(x, a):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] *= a
 
 
 def _line() -> int:
