@@ -368,3 +368,18 @@ def test_trace_and_lower_run_nothing(backend):
     assert isinstance(f.lower(x), tg.Plan)
     np.testing.assert_array_equal(x, np.arange(16.0))
     assert f.compiled == ()
+
+
+def test_a_failed_compile_leaves_nothing_behind(backend):
+    """A signature whose compile fails caches no graph; the function keeps working."""
+    def step(x, threads):
+        iscale[1, threads](x, 2.0)
+        return x
+
+    f = tg.compile(step, backend=backend)
+    with pytest.raises(tg.LoweringError, match="1024 threads"):
+        f(np.ones(16), 2048)          # lowering refuses the block size
+    assert f.compiled == () and f.latest is None
+    x = np.ones(16)
+    np.testing.assert_array_equal(f(x, 16), np.full(16, 2.0))
+    assert len(f.compiled) == 1

@@ -161,7 +161,15 @@ class CudaExecutable:
             key = (id(op.kernel), node.argtypes)
             compiled = self._compiled.get(key)
             if compiled is None:
-                compiled = self._compiled[key] = _numba.compiled_kernel(op.kernel, node.argtypes)
+                try:
+                    compiled = _numba.compiled_kernel(op.kernel, node.argtypes)
+                except Exception as exc:  # noqa: BLE001 - Numba's typing/lowering errors
+                    raise LoweringError(f"Numba could not compile kernel {op.name} for "
+                                        f"{', '.join(map(str, node.argtypes))}: {exc}",
+                                        where=op.location,
+                                        fix="fix the kernel; the same launch run eagerly "
+                                            "raises the same error") from exc
+                self._compiled[key] = compiled
             kernel, cooperative = compiled
             if cooperative:
                 raise LoweringError(f"kernel {op.name} uses grid-wide synchronization "
