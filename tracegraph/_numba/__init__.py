@@ -1,0 +1,33 @@
+"""The only place that touches Numba internals (one module per concern).
+
+- launch interception: while a tracer is active on this thread, `kernel[grid, block](...)`
+  and `kernel.forall(n)(...)` are handed to it instead of launching;
+- kernel facts: name, Python function, debug/device flags;
+- read/write inference from a kernel's untyped Numba IR;
+- argument typing and the flattened parameter layout Numba passes to the driver
+  (each array is meminfo, parent, nitems, itemsize, data, shape..., strides...);
+- turning any kernel into a simulator kernel, and the compiled overload for the driver.
+"""
+from __future__ import annotations
+
+from .access import infer_param_access
+from .devicearrays import (allocation_refs, device_address, device_bytes, device_view,
+                           is_device_array_type, is_simulated_device_array,
+                           is_simulated_device_array_type, simulated_device_array_host,
+                           to_device)
+from .hooks import current_tracer, install_hooks, set_tracer
+from .kernels import (SIMULATOR, is_kernel, kernel_is_debug, kernel_name, kernel_py_func,
+                      uses_grid_sync)
+from .layout import (CScalar, Ptr, array_type, compiled_kernel, flatten_params, layout_of,
+                     ptx_for, scalar_type, tuple_type)
+from .simulate import run_simulated, simulator_array, simulator_kernel, simulator_lock
+
+__all__ = [
+    "SIMULATOR", "CScalar", "Ptr", "allocation_refs", "array_type", "compiled_kernel",
+    "current_tracer", "device_address", "device_bytes", "device_view", "flatten_params",
+    "infer_param_access", "install_hooks", "is_device_array_type", "is_kernel",
+    "is_simulated_device_array", "is_simulated_device_array_type", "kernel_is_debug",
+    "kernel_name", "kernel_py_func", "layout_of", "ptx_for", "run_simulated", "scalar_type",
+    "set_tracer", "simulated_device_array_host", "simulator_array", "simulator_kernel",
+    "simulator_lock", "to_device", "tuple_type", "uses_grid_sync",
+]

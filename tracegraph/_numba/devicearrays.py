@@ -1,0 +1,61 @@
+"""Device arrays as Numba sees them: simulator arrays, addresses, views, ownership."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from .kernels import _SimDeviceArray
+
+def is_simulated_device_array_type(t: type) -> bool:
+    return _SimDeviceArray is not None and issubclass(t, _SimDeviceArray)
+
+
+def is_device_array_type(t: type) -> bool:
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    return issubclass(t, DeviceNDArray)
+
+
+def is_simulated_device_array(obj: Any) -> bool:
+    return _SimDeviceArray is not None and isinstance(obj, _SimDeviceArray)
+
+
+def simulated_device_array_host(obj: Any) -> np.ndarray:
+    """The NumPy array holding a simulator 'device' array's data (shared, not copied)."""
+    return obj._ary
+
+
+def to_device(host: np.ndarray) -> Any:
+    return cuda.to_device(host)
+
+
+def device_address(array: Any) -> int:
+    """Address of element 0 of a Numba device array (0 when it has no memory)."""
+    gpu_data = array.gpu_data
+    return gpu_data.device_ctypes_pointer.value or 0 if gpu_data is not None else 0
+
+
+def device_view(owner: Any, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
+                dtype: np.dtype) -> Any:
+    """A device array over `owner`'s memory from byte `offset`; it keeps `owner` alive."""
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    return DeviceNDArray(shape, strides, dtype, gpu_data=owner.gpu_data.view(offset))
+
+
+def allocation_refs(owner: Any) -> int:
+    """How many Numba device arrays (views included) currently hold `owner`'s allocation.
+
+    Numba counts owned references on the root allocation (`refct`); views made with
+    `device_view`, slices, and objects wrapping them through __cuda_array_interface__
+    all keep one.
+    """
+    mem = owner.gpu_data._mem
+    return int(mem.refct)
+
+
+def device_bytes(ptr: int, nbytes: int) -> Any:
+    """A uint8 Numba device array over raw device memory (no copy, not owned)."""
+    desc = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3,
+            "strides": None}
+    return cuda.from_cuda_array_interface(desc, owner=None, sync=False)

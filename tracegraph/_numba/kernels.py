@@ -1,0 +1,78 @@
+"""Numba's mode (simulator or real) and facts about kernels: name, Python function,
+debug/device flags, grid synchronization."""
+from __future__ import annotations
+
+import types as pytypes
+import weakref
+from typing import Any, Callable
+
+from numba.cuda import config as _cuda_config
+
+SIMULATOR = bool(_cuda_config.ENABLE_CUDASIM)
+
+if SIMULATOR:
+    from numba.cuda.simulator.kernel import FakeCUDAKernel as _KernelType
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray as _SimDeviceArray
+else:
+    from numba.cuda.dispatcher import CUDADispatcher as _KernelType
+    _SimDeviceArray = None
+
+
+def is_kernel(obj: Any) -> bool:
+    return isinstance(obj, _KernelType)
+
+
+def kernel_py_func(kernel: Any) -> Callable:
+    return kernel.py_func
+
+
+def kernel_name(kernel: Any) -> str:
+    return getattr(kernel_py_func(kernel), "__name__", repr(kernel))
+
+
+def kernel_is_debug(kernel: Any) -> bool:
+    if SIMULATOR:
+        return bool(getattr(kernel, "_debug", False))
+    return bool(kernel.targetoptions.get("debug"))
+
+
+def uses_grid_sync(kernel: Any) -> bool:
+    """Does the kernel (or a device function it calls) synchronize the whole grid
+    (`cuda.cg.this_grid().sync()`)? Such a kernel needs a cooperative launch."""
+    func = kernel_py_func(kernel)
+    found = _grid_sync.get(func)
+    if found is None:
+        found = _grid_sync[func] = _uses_grid_sync(func, set())
+    return found
+
+
+_grid_sync: "weakref.WeakKeyDictionary[Callable, bool]" = weakref.WeakKeyDictionary()
+
+
+def _uses_grid_sync(func: Callable, seen: set) -> bool:
+    if func in seen:
+        return False
+    seen.add(func)
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return False
+    names = referenced_names(code)
+    if "this_grid" in names:
+        return True
+    namespace = getattr(func, "__globals__", {})
+    return any(_uses_grid_sync(kernel_py_func(v), seen) for n in names
+               if is_device_function(v := namespace.get(n)))
+
+
+def is_device_function(obj: Any) -> bool:
+    if SIMULATOR:
+        return isinstance(obj, _KernelType) and obj._device
+    return isinstance(obj, _KernelType) and bool(obj.targetoptions.get("device"))
+
+
+def referenced_names(code: pytypes.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, pytypes.CodeType):
+            names |= referenced_names(const)
+    return names

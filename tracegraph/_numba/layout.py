@@ -1,0 +1,139 @@
+"""Argument typing, Numba's flattened kernel parameter layout (each array is meminfo,
+parent, nitems, itemsize, data, shape..., strides...), and the compiled overload."""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .kernels import kernel_py_func
+
+@dataclass(frozen=True, slots=True)
+class Ptr:
+    """A data-pointer parameter: a byte offset into an IR buffer, resolved by the backend."""
+    buffer: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class CScalar:
+    """A scalar parameter passed by value as a ctypes type (e.g. "c_float")."""
+    ctype: str
+    value: Any
+
+    def as_ctype(self) -> Any:
+        return getattr(ctypes, self.ctype)(self.value)
+
+
+_array_types: dict[tuple, Any] = {}
+
+
+def array_type(dtype: np.dtype, ndim: int, layout: str) -> Any:
+    key = (dtype, ndim, layout)
+    ty = _array_types.get(key)
+    if ty is None:
+        from numba import from_dtype, types
+        ty = _array_types[key] = types.Array(from_dtype(dtype), ndim, layout)
+    return ty
+
+
+def layout_of(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> str:
+    """Numba's layout letter for an array of this shape and strides."""
+    def contiguous(dims: Any) -> bool:
+        expected = itemsize
+        for n, s in dims:
+            if n != 1 and s != expected:
+                return False
+            expected *= n
+        return True
+    pairs = list(zip(shape, strides))
+    if contiguous(reversed(pairs)):
+        return "C"
+    if contiguous(pairs):
+        return "F"
+    return "A"
+
+
+_scalar_types: dict[type, Any] = {}
+
+
+def scalar_type(value: Any) -> Any:
+    """Numba's type for a scalar argument, or None when Numba cannot pass it to a kernel."""
+    t = type(value)
+    ty = _scalar_types.get(t)
+    if ty is not None and not (t is int and not -2**63 <= value < 2**63):
+        return ty
+    from numba import typeof, types
+    try:
+        ty = typeof(value)
+    except Exception:  # noqa: BLE001
+        return None
+    if isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean,
+                       types.NPDatetime, types.NPTimedelta)):
+        if t in (bool, float, complex) or issubclass(t, np.number) or (
+                t is int and ty == types.int64):
+            _scalar_types[t] = ty  # these types always map to the same Numba type
+        return ty
+    return None
+
+
+def tuple_type(item_types: list) -> Any:
+    from numba import types
+    return types.BaseTuple.from_types(item_types)
+
+
+def flatten_params(argtypes: tuple, values: tuple, view_fields: Callable) -> tuple:
+    """Numba's kernel parameter list for these argument types and values.
+
+    Mirrors numba-cuda's `_Kernel._prepare_args`: arrays become meminfo, parent, nitems,
+    itemsize, data, shape..., strides...; scalars become ctypes values. `view_fields(v)`
+    gives (nitems, itemsize, Ptr, shape, strides) for a traced array value.
+    """
+    from numba import types
+    out: list = []
+
+    def add(ty: Any, val: Any) -> None:
+        if isinstance(ty, types.Array):
+            nitems, itemsize, ptr, shape, strides = view_fields(val)
+            out.extend((0, 0, nitems, itemsize, ptr))
+            out.extend(shape)
+            out.extend(strides)
+        elif isinstance(ty, types.Boolean):
+            out.append(bool(val))
+        elif isinstance(ty, types.Integer):
+            out.append(CScalar(f"c_{ty}", int(val)))
+        elif isinstance(ty, types.Float):
+            if ty.bitwidth == 16:
+                out.append(CScalar("c_uint16", int(np.float16(val).view(np.uint16))))
+            else:
+                out.append(CScalar("c_float" if ty.bitwidth == 32 else "c_double", float(val)))
+        elif isinstance(ty, types.Complex):
+            part = "c_float" if ty.bitwidth == 64 else "c_double"
+            out.extend((CScalar(part, val.real), CScalar(part, val.imag)))
+        elif isinstance(ty, (types.NPDatetime, types.NPTimedelta)):
+            out.append(CScalar("c_int64", int(np.asarray(val).view(np.int64))))
+        elif isinstance(ty, types.BaseTuple):
+            for t, v in zip(ty, val):
+                add(t, v)
+        else:
+            raise TypeError(f"no kernel parameter layout for Numba type {ty}")
+
+    for ty, val in zip(argtypes, values):
+        add(ty, val)
+    return tuple(out)
+
+
+def compiled_kernel(kernel: Any, argtypes: tuple) -> tuple[Any, bool]:
+    """(cuda.core Kernel, is_cooperative) of the overload Numba picks for `argtypes`."""
+    overload = kernel.compile(tuple(argtypes))
+    cufunc = overload._codelibrary.get_cufunc()
+    return cufunc.kernel, bool(getattr(overload, "cooperative", False))
+
+
+def ptx_for(kernel: Any, argtypes: tuple, cc: tuple[int, int] = (9, 0)) -> str:
+    """PTX of the kernel for these argument types, without a GPU (not under the simulator)."""
+    from numba.cuda import compile_ptx
+    ptx, _ = compile_ptx(kernel_py_func(kernel), tuple(argtypes), cc=cc)
+    return ptx
