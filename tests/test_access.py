@@ -5,10 +5,10 @@ import numba.core.compiler
 import numpy as np
 import pytest
 from numba import cuda
+from small_kernels import add, copy, iscale, scale
 
 import tracegraph as tg
 from tracegraph import _numba, ir
-from small_kernels import add, copy, iscale, scale
 
 
 def _modes(kernel, *args, grid=1, block=8):

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from numba import cuda
+from small_kernels import add, copy, iadd, iscale, scale
 
 import tracegraph as tg
-from small_kernels import add, copy, iadd, iscale, scale
 
 
 def _is_device(a) -> bool:

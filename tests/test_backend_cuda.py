@@ -12,23 +12,10 @@ import weakref
 import numpy as np
 import pytest
 from numba import cuda
+from small_kernels import add, scale
 
 import tracegraph as tg
 from tracegraph import _numba
-
-
-@cuda.jit
-def scale(x, a, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = a * x[i]
-
-
-@cuda.jit
-def add(x, y, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = x[i] + y[i]
 
 
 @cuda.jit

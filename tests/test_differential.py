@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
-from hypothesis import HealthCheck, event, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from numba import cuda
+from small_kernels import add, copy, iadd, iscale
 
 import tracegraph as tg
-from small_kernels import add, copy, iadd, iscale
 
 N = 16          # elements per buffer
 TPB = 8         # threads per block: the simulator runs one Python thread per CUDA thread

@@ -24,8 +24,10 @@ from dataclasses import dataclass, replace
 import networkx as nx
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from numba import cuda
+from small_kernels import copy, fill, iscale
 
 import tracegraph as tg
 from tracegraph import arrays, ir
@@ -43,12 +45,6 @@ pytestmark = pytest.mark.filterwarnings(
 
 # ---------------------------------------------------------------------------
 # kernels: tiny, bounded, one thread per element (all views of a launch have one length)
-
-@cuda.jit
-def copy(src, dst):
-    i = cuda.grid(1)
-    if i < dst.size:
-        dst[i] = src[i]
 
 
 @cuda.jit
@@ -70,20 +66,6 @@ def iavg(x, y):
     i = cuda.grid(1)
     if i < x.size:
         x[i] = (x[i] + y[i]) * 0.5
-
-
-@cuda.jit
-def iscale(x, a):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] *= a
-
-
-@cuda.jit
-def fill(out, value):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = value
 
 
 @cuda.jit

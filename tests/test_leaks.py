@@ -10,6 +10,7 @@ import weakref
 import numpy as np
 import pytest
 from numba import cuda
+from small_kernels import add, scale
 
 import tracegraph as tg
 from tracegraph import _numba
@@ -18,20 +19,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:the traced function .*:UserWarni
 
 N = 8
 GRID, BLOCK = 2, 4
-
-
-@cuda.jit
-def scale(x, a, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = a * x[i]
-
-
-@cuda.jit
-def add(x, y, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = x[i] + y[i]
 
 
 def _make(backend):

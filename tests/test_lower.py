@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from numba import cuda
 from numba.core import datamodel, types
+from small_kernels import add, copy, fill, iscale, scale
 
 import tracegraph as tg
 from tracegraph import ir
 from tracegraph.lower import CScalar, Ptr, lower
-from small_kernels import add, copy, fill, iscale, scale
 
 
 def _dev(n=16):

@@ -4,15 +4,20 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numba import cuda
+from small_kernels import add, copy, fill, iscale, scale
 
 import tracegraph as tg
 from tracegraph import ir
 from tracegraph.ir import Access, Buffer, Op, Program, op_graph
-from tracegraph.passes import (add_dependencies, find_lanes, run_passes,
-                               transitive_reduction)
-from small_kernels import add, copy, fill, iscale, scale
+from tracegraph.passes import (
+    add_dependencies,
+    find_lanes,
+    run_passes,
+    transitive_reduction,
+)
 
 
 def _hand(ops, nbuf=2, nbytes=64):
@@ -131,6 +136,7 @@ def test_transitive_reduction_same_reachability():
 
 def test_transitive_reduction_equals_networkx_on_random_dags():
     import random
+
     from tracegraph.ir import op_graph
     rng = random.Random(7)
     for trial in range(40):

@@ -5,12 +5,12 @@ import networkx as nx
 import numpy as np
 import pytest
 from numba import cuda
+from small_kernels import add, iadd, iscale, scale
 
 import tracegraph as tg
 from tracegraph import arrays, pytree
 from tracegraph.backends import sim
 from tracegraph.lower import lower
-from small_kernels import add, iadd, iscale, scale
 
 
 @cuda.jit

@@ -9,10 +9,10 @@ import warnings
 import numpy as np
 import pytest
 from numba import cuda
+from small_kernels import add, boom, copy, fill, iscale, scale
 
 import tracegraph as tg
 from tracegraph import _numba, ir
-from small_kernels import add, boom, copy, fill, iscale, scale
 
 HERE = os.path.basename(__file__)
 F8 = np.dtype(np.float64)

@@ -9,9 +9,9 @@ import numpy as np
 import pydot
 import pytest
 from numba import cuda
+from small_kernels import add, iscale, scale
 
 import tracegraph as tg
-from small_kernels import add, iscale, scale
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pydot's parser
 
