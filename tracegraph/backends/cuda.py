@@ -190,11 +190,12 @@ class CudaExecutable:
             copy = [self._base[dst.buffer] + dst.offset, self._base[src.buffer] + src.offset,
                     node.nbytes]
             self._copies[node.index] = copy
-            g = parent.memcpy(*copy) if node.nbytes else parent.empty() if deps else \
-                self.gdef.empty()
+            if node.nbytes:
+                g = parent.memcpy(*copy)
+            else:  # an empty array: a placeholder node keeps the plan's edges
+                g = parent.join() if deps else self.gdef.empty()
         elif node.kind == "memset":
             (dst,) = op.args
-            self._copies[node.index] = [self._base[dst.buffer] + dst.offset]
             g = parent.memset(self._base[dst.buffer] + dst.offset, int(op.payload) & 0xFF,
                               node.nbytes)
         elif node.kind == "host":
