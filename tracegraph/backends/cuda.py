@@ -98,8 +98,9 @@ class CudaExecutable:
                               any(x.written for x in plan.inputs if x.buffer == i.buffer))
                              for i in host]
         self._own_staging = {i.staging: self._base[i.staging] for i in host}
-        self._needs_sync = any(h[4] for h in self._host_inputs) or any(
-            o.kind == "host" for o in plan.outputs)
+        # NumPy inputs: the next call refills pinned staging (or the caller may reuse a
+        # page-locked array), so the graph must have read them before this call returns
+        self._needs_sync = bool(self._host_inputs) or any(o.kind == "host" for o in plan.outputs)
         self._single_output = plan.outputs[0] if plan.output_tree == ("leaf",) else None
         self._default_stream = handles.core_stream(0)
 
