@@ -36,20 +36,32 @@ def simulator_kernel(kernel: Any) -> Any:
 
 
 def _simulated(dispatcher: Any) -> Any:
+    """A @cuda.jit kernel or device function as a simulator kernel."""
     from numba.cuda.simulator.kernel import FakeCUDAKernel
+    return _clone(dispatcher, lambda clone: FakeCUDAKernel(
+        clone, device=is_device_function(dispatcher),
+        fastmath=bool(dispatcher.targetoptions.get("fastmath"))))
+
+
+def _python_clone(dispatcher: Any) -> Any:
+    """A @numba.jit function (numba.cuda.random's) as plain Python."""
+    return _clone(dispatcher, lambda clone: clone)
+
+
+def _clone(dispatcher: Any, wrap: Callable[[Callable], Any]) -> Any:
+    """`wrap` of a copy of the dispatcher's Python function whose globals and closure point
+    at simulator versions; cached, and registered before re-binding so recursion ends."""
     cached = _sim_kernels.get(dispatcher)
     if cached is not None:
         return cached
     func = dispatcher.py_func
     namespace = dict(func.__globals__)
-    cells = _new_cells(func)
-    clone = pytypes.FunctionType(func.__code__, namespace, func.__name__, func.__defaults__,
-                                 cells)
-    fake = FakeCUDAKernel(clone, device=is_device_function(dispatcher),
-                          fastmath=bool(dispatcher.targetoptions.get("fastmath")))
-    _sim_kernels[dispatcher] = fake
+    cells = (tuple(pytypes.CellType() for _ in func.__closure__) if func.__closure__
+             else None)
+    result = _sim_kernels[dispatcher] = wrap(pytypes.FunctionType(
+        func.__code__, namespace, func.__name__, func.__defaults__, cells))
     _rebind(func, namespace, cells)
-    return fake
+    return result
 
 
 def _sim_value(value: Any) -> Any:
@@ -64,24 +76,6 @@ def _sim_value(value: Any) -> Any:
     if type(value) is tuple and any(isinstance(v, (_KernelType, CPUDispatcher)) for v in value):
         return tuple(_sim_value(v) for v in value)
     return value
-
-
-def _python_clone(dispatcher: Any) -> Any:
-    cached = _sim_kernels.get(dispatcher)
-    if cached is not None:
-        return cached
-    func = dispatcher.py_func
-    namespace = dict(func.__globals__)
-    cells = _new_cells(func)
-    clone = pytypes.FunctionType(func.__code__, namespace, func.__name__, func.__defaults__,
-                                 cells)
-    _sim_kernels[dispatcher] = clone
-    _rebind(func, namespace, cells)
-    return clone
-
-
-def _new_cells(func: Callable) -> tuple | None:
-    return tuple(pytypes.CellType() for _ in func.__closure__) if func.__closure__ else None
 
 
 def _rebind(func: Callable, namespace: dict, cells: tuple | None) -> None:

@@ -342,10 +342,10 @@ class CudaExecutable:
     def _rotate_if_held(self, buffer: int) -> None:
         """A result the caller still holds must not be overwritten: move to a free allocation."""
         ring = self._ring[buffer]
-        free = [i for i in range(len(ring)) if not self._held(buffer, ring, i)]
         current = next(i for i in range(len(ring)) if ring[i] is self._owners[buffer])
-        if current in free:
-            return
+        if not self._held(buffer, ring, current):
+            return  # the usual replay: nothing to do
+        free = [i for i in range(len(ring)) if not self._held(buffer, ring, i)]
         if free:
             owner = ring[free[0]]
         else:
