@@ -7,11 +7,25 @@ import os
 BACKEND = "TRACEGRAPH_BACKEND"      # auto | cuda | sim
 LOGS = "TRACEGRAPH_LOGS"            # a logging level name, e.g. DEBUG
 SIM_ORDER = "TRACEGRAPH_SIM_ORDER"  # "random" or an integer seed: sim runs a random valid order
+MOVED_INPUTS = "TRACEGRAPH_MOVED_INPUTS"  # auto | repoint | copy: how cuda follows moved inputs
+MOVED_INPUTS_MODES = ("auto", "repoint", "copy")
 
 
 def backend_override() -> str | None:
     value = os.environ.get(BACKEND, "").strip().lower()
     return value or None
+
+
+def moved_inputs_mode() -> str:
+    """How the cuda backend follows a device input that moved (backends/moved_inputs.py):
+    chosen per input ("auto"), or forced one way for every input."""
+    value = os.environ.get(MOVED_INPUTS, "").strip().lower() or "auto"
+    if value not in MOVED_INPUTS_MODES:
+        from .errors import TracegraphError
+        raise TracegraphError(f"{MOVED_INPUTS}={value!r} is not a known mode",
+                              fix=f"set it to one of {', '.join(MOVED_INPUTS_MODES)} or leave "
+                                  "it unset")
+    return value
 
 
 def sim_order_seed() -> int | None:

@@ -5,10 +5,15 @@ one with cuda.core's GraphDefinition (no stream capture); cuda.bindings is used 
 cuda.core has no API (event nodes on foreign events, page-locked memory queries) or
 measured slower on the replay path (re-pointing a kernel node: 22 us through cuda.core's
 node update, about 2 us through cuGraphExecKernelNodeSetParams on ctypes storage we own;
-launching measured the same both ways, 3.2 vs 3.4 us, so cuda.core launches).
+launching measured the same both ways, 3.2 vs 3.4 us, so cuda.core launches; re-pointing
+a memcpy node measured 1.2 us through cuda.core and 2.2 us through the driver's
+CUDA_MEMCPY3D, so memcpy nodes go through cuda.core).
 
-Replay does, per call: compare each device input's address with the last one and
-re-point the nodes that use it only when it moved; copy pageable NumPy inputs into
+Replay does, per call: compare each device input's address with the last one and, only
+when it moved, re-point the nodes that use it (or, for an input used by many nodes that
+keeps moving, the in-graph copy into a static buffer those nodes use instead:
+moved_inputs.py decides per input from measured costs, and the graph is rebuilt when an
+input changes way); copy pageable NumPy inputs into
 pinned staging (page-locked ones are copied by the graph directly); move a result
 buffer the caller still holds to a free allocation; launch; for NumPy results,
 synchronize and hand back views of pinned memory.
@@ -26,14 +31,21 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from .. import _numba, pytree
+from .. import _numba, config, pytree
 from ..arrays import ArrayInfo, describe
 from ..errors import CudaError, LoweringError, TracegraphError
 from ..ir import DEVICE_INPUT, EXTERNAL, HOST_INPUT, STAGING, TEMP
 from ..lower import CScalar, Plan, PlanNode, Ptr
 from . import cuda_handles as handles
+from .moved_inputs import MovePolicy, could_win
 
 log = logging.getLogger("tracegraph.backends.cuda")
+# A 4-byte memcpy in front of the roots and one after the sinks of a graph with parallel
+# branches. On an H200 this ran graphs of 4 to 128 independent kernels 1.6-5.4x faster and
+# 8 chains of 16 kernels 1.2-1.3x faster on the GPU; a memcpy at one end only was erratic,
+# empty nodes at both ends changed nothing (scripts/probe_memcpy_node_effect.py;
+# docs/performance.md). Chains get none: there it cost about 2 us.
+BRACKET = True
 _thread = threading.local()  # the device made current on this thread
 
 
@@ -53,6 +65,32 @@ def _error_name(exc: BaseException) -> str:
 # ---------------------------------------------------------------------------
 # the executable
 
+class WatchedInput:
+    """A device input that may be copied into a static buffer of the graph's own instead of
+    re-pointed (moved_inputs.py): the nodes that use it, the policy that chooses (None when
+    TRACEGRAPH_MOVED_INPUTS forces copying), and, while copied, the buffer and the copy-in
+    node (and copy-out node, if the graph writes the input) of the current graph."""
+
+    def __init__(self, buffer: int, nbytes: int, users: list[int], written: bool,
+                 policy: MovePolicy | None):
+        self.buffer, self.nbytes, self.users, self.written = buffer, nbytes, users, written
+        self.policy = policy
+        self.static: Any = None
+        self.address = 0
+        self.copy_in: Any = None
+        self.copy_out: Any = None
+
+    @property
+    def mode(self) -> str:
+        return "copy" if self.policy is None else self.policy.mode
+
+    def static_address(self) -> int:
+        if self.static is None:  # allocated on its first copy, kept for the next ones
+            self.static = cuda.device_array(self.nbytes, np.uint8)
+            self.address = _numba.device_address(self.static)
+        return self.address
+
+
 class CudaExecutable:
     """One compiled signature: an instantiated graph plus the memory it uses."""
 
@@ -68,19 +106,13 @@ class CudaExecutable:
         self._owners: dict[int, Any] = {}      # buffer -> the allocation (or captured array)
         self._base: dict[int, int] = {}        # buffer -> address of its byte 0
         self._allocate(infos)
-        self._configs: dict[int, tuple[Any, Any]] = {}  # node -> (LaunchConfig, Kernel)
-        self._args: dict[int, list] = {}                # node -> resolved parameters
-        self._copies: dict[int, list] = {}              # node -> [dst, src, size]
-        self._events: list[Any] = []
-        self._gnodes: dict[int, Any] = {}
         self._compiled: dict[tuple, tuple[Any, bool]] = {}
         self._launch_configs: dict[tuple, Any] = {}
+        self._watch = self._watched()
+        self._scratch = cuda.device_array(64, np.uint8)  # what the bracket copies move
+        self.graph: Any = None
         self._build()
-        self._compiled.clear()
-        self._exec_handle = self.graph.handle
-        self._kernel_patches: dict[int, handles.KernelPatch | None] = {}
         self._slots = self._slot_table()
-        self._exec_views: dict[int, Any] = {}
         # result buffers: the allocations each rotates through (a held result is never
         # overwritten) and, for device ones, Numba's count of holders when we alone hold it
         self._ring: dict[int, list[Any]] = {b: [self._owners[b]] for b in self._result_buffers()}
@@ -92,7 +124,9 @@ class CudaExecutable:
             if inp.kind == "array":
                 first.setdefault(inp.buffer, inp)
         self._device_inputs = [(i.index, b, i.view.offset) for b, i in first.items()
-                               if i.staging is None]
+                               if i.staging is None and b not in self._watch]
+        self._watched_inputs = [(i.index, b, i.view.offset, self._watch[b])
+                                for b, i in first.items() if b in self._watch]
         host = [i for i in first.values() if i.staging is not None]
         self._host_inputs = [(i.index, i.staging, i.view.offset, plan.buffers[i.staging].nbytes,
                               any(x.written for x in plan.inputs if x.buffer == i.buffer))
@@ -136,9 +170,18 @@ class CudaExecutable:
 
     # -- graph ----------------------------------------------------------------
     def _build(self) -> None:
+        """Build and instantiate the graph on the current addresses (again after a watched
+        input changes way: then the old executable is released once the GPU is idle)."""
         from cuda.core.graph import GraphDefinition
         core = _core()
+        # the old definition holds the host callbacks the old executable may still call
+        old_gdef = getattr(self, "gdef", None)  # noqa: F841 - kept alive until the sync below
         self.gdef = GraphDefinition()
+        self._configs: dict[int, tuple[Any, Any]] = {}  # node -> (LaunchConfig, Kernel)
+        self._args: dict[int, list] = {}                # node -> resolved parameters
+        self._copies: dict[int, list] = {}              # node -> [dst, src, size]
+        self._events: list[Any] = []
+        self._gnodes: dict[int, Any] = {}
         for node in self.plan.nodes:
             try:
                 self._gnodes[node.index] = self._add(node, core)
@@ -149,10 +192,23 @@ class CudaExecutable:
                                 call=f"add {node.kind} node", node=handles.node_label(node),
                                 where=node.location) from exc
         try:
+            self._add_input_copies()
+            self._bracket()
+        except Exception as exc:  # noqa: BLE001
+            raise CudaError(f"adding the in-graph copies of moved inputs failed: {exc}",
+                            error_name=_error_name(exc), call="add memcpy node") from exc
+        old = self.graph
+        try:
             self.graph = self.gdef.instantiate()
         except Exception as exc:  # noqa: BLE001
             raise CudaError(f"instantiating the graph of {self.plan.name} failed: {exc}",
                             error_name=_error_name(exc), call="cuGraphInstantiate") from exc
+        self._exec_handle = self.graph.handle
+        self._kernel_patches: dict[int, handles.KernelPatch | None] = {}
+        self._exec_views: dict[int, Any] = {}
+        if old is not None:
+            self.device.sync()  # the old executable may still be running
+            old.close()
 
     def _add(self, node: PlanNode, core: Any) -> Any:
         deps = [self._gnodes[d] for d in node.deps]
@@ -188,8 +244,8 @@ class CudaExecutable:
             g = parent.launch(config, kernel, *args)
         elif node.kind == "memcpy":
             dst, src = op.args
-            copy = [self._base[dst.buffer] + dst.offset, self._base[src.buffer] + src.offset,
-                    node.nbytes]
+            copy = [self._target(dst.buffer) + dst.offset,
+                    self._target(src.buffer) + src.offset, node.nbytes]
             self._copies[node.index] = copy
             if node.nbytes:
                 g = parent.memcpy(*copy)
@@ -197,7 +253,7 @@ class CudaExecutable:
                 g = parent.join() if deps else self.gdef.empty()
         elif node.kind == "memset":
             (dst,) = op.args
-            g = parent.memset(self._base[dst.buffer] + dst.offset, int(op.payload) & 0xFF,
+            g = parent.memset(self._target(dst.buffer) + dst.offset, int(op.payload) & 0xFF,
                               node.nbytes)
         elif node.kind == "host":
             g = parent.callback(self._guarded(op.payload, node))
@@ -213,6 +269,86 @@ class CudaExecutable:
             g.pred.add(d)
         return g
 
+    def _watched(self) -> dict[int, WatchedInput]:
+        """The device inputs that may be copied instead of re-pointed: in auto mode those
+        where copying could win. Inputs that events or callbacks name always re-point:
+        those nodes mean the caller's memory itself at their point in the graph."""
+        mode = config.moved_inputs_mode()
+        if mode == "repoint":
+            return {}
+        named = {a.buffer for n in self.plan.nodes if n.kind not in ("kernel", "memcpy", "memset")
+                 for a in n.op.accesses}
+        written = {i.buffer for i in self.plan.inputs if i.kind == "array" and i.written}
+        # a captured array the caller also passes in is one memory under two buffers: a
+        # copy of one would hide writes from the other
+        captured = [(self._base[e.id], self._base[e.id] + e.nbytes) for e in self.plan.buffers
+                    if e.kind == EXTERNAL]
+        watch = {}
+        for b in self.plan.patchable_buffers:
+            nbytes = self.plan.buffers[b].nbytes
+            users = sorted({node for node, _, _ in self.plan.pointer_slots.get(b, ())})
+            lo = self._base.get(b, 0)
+            if b in named or not users or not nbytes or not lo or \
+                    any(x < lo + nbytes and lo < y for x, y in captured):
+                continue
+            if mode == "copy":
+                policy = None
+            elif could_win(len(users), nbytes, b in written):
+                policy = MovePolicy(len(users), nbytes, b in written, len(self.plan.nodes))
+            else:
+                continue
+            watch[b] = WatchedInput(b, nbytes, users, b in written, policy)
+        return watch
+
+    def _target(self, buffer: int) -> int:
+        """Where the graph's nodes find `buffer`: its static copy while copied."""
+        w = self._watch.get(buffer)
+        if w is not None and w.mode == "copy":
+            return w.static_address()
+        return self._base[buffer]
+
+    def _add_input_copies(self) -> None:
+        """For each copied input: a root copy-in every user depends on, and a copy-out
+        after every user if the graph writes the input."""
+        for w in self._watch.values():
+            w.copy_in = w.copy_out = None
+            if w.mode != "copy":
+                continue
+            caller, static = self._base[w.buffer], w.static_address()
+            w.copy_in = self.gdef.memcpy(static, caller, w.nbytes)
+            for u in w.users:
+                self._gnodes[u].pred.add(w.copy_in)
+            if w.written:
+                w.copy_out = self._gnodes[w.users[0]].memcpy(caller, static, w.nbytes)
+                for u in w.users[1:]:
+                    w.copy_out.pred.add(self._gnodes[u])
+
+    def _bracket(self) -> None:
+        """The BRACKET copies, when the graph has parallel branches."""
+        if not BRACKET or not self.plan.nodes:
+            return
+        roots = {n.index for n in self.plan.nodes if not n.deps}
+        sinks = set(self._gnodes) - {d for n in self.plan.nodes for d in n.deps}
+        first, last = [], []
+        for w in self._watch.values():
+            if w.copy_in is not None:
+                roots -= set(w.users)
+                first.append(w.copy_in)
+            if w.copy_out is not None:
+                sinks -= set(w.users)
+                last.append(w.copy_out)
+        first += [self._gnodes[i] for i in sorted(roots)]
+        last += [self._gnodes[i] for i in sorted(sinks)]
+        if len(first) < 2 and len(last) < 2 and all(len(n.deps) < 2 for n in self.plan.nodes):
+            return  # a chain
+        scratch = _numba.device_address(self._scratch)
+        entry = self.gdef.memcpy(scratch, scratch + 32, 4)
+        for node in first:
+            node.pred.add(entry)
+        exit_ = last[0].memcpy(scratch + 16, scratch + 48, 4)
+        for node in last[1:]:
+            exit_.pred.add(node)
+
     def _guarded(self, fn: Any, node: PlanNode) -> Any:
         errors = self._callback_errors
 
@@ -225,7 +361,7 @@ class CudaExecutable:
 
     def _resolve(self, p: Any) -> Any:
         if isinstance(p, Ptr):
-            return self._base[p.buffer] + p.offset
+            return self._target(p.buffer) + p.offset
         if isinstance(p, CScalar):
             return p.as_ctype()
         return p
@@ -255,6 +391,8 @@ class CudaExecutable:
                 address = infos[leaf].ptr - offset
                 if base[buffer] != address:
                     self._repoint(buffer, address)
+            if self._watched_inputs:
+                self._follow_watched(infos)
             for buffer in self._ring:
                 self._rotate_if_held(buffer)
             copied_in = []
@@ -291,8 +429,50 @@ class CudaExecutable:
 
     def _repoint(self, buffer: int, base: int) -> None:
         self._base[buffer] = base
+        self._point_users(buffer, base)
+
+    def _point_users(self, buffer: int, base: int) -> None:
         for node, slots in self._slots.get(buffer, {}).items():
             self._patch_node(node, buffer, base, slots)
+
+    def _follow_watched(self, infos: list) -> None:
+        """Moved watched inputs: their policies may switch way (one rebuild for all);
+        otherwise re-point their users, or only their copy nodes while copied."""
+        base = self._base
+        moved = []
+        switch = False
+        for leaf, buffer, offset, w in self._watched_inputs:
+            address = infos[leaf].ptr - offset
+            changed = base[buffer] != address
+            if w.policy is not None and (changed or not w.policy.idle) and \
+                    w.policy.observe(changed):
+                switch = True
+                log.info("%s: input %s now follows moves by %s (move rate %.2f); rebuilding "
+                         "the graph", self.plan.name, self.plan.buffers[buffer].name,
+                         w.mode, w.policy.rate)
+            if changed:
+                base[buffer] = address
+                moved.append(w)
+        if switch:
+            self._build()
+            return
+        for w in moved:
+            if w.mode == "copy":
+                self._point_copies(w)
+            else:
+                self._point_users(w.buffer, base[w.buffer])
+
+    def _point_copies(self, w: WatchedInput) -> None:
+        caller = self._base[w.buffer]
+        try:
+            self.graph[w.copy_in].update(dst=w.address, src=caller, size=w.nbytes)
+            if w.copy_out is not None:
+                self.graph[w.copy_out].update(dst=caller, src=w.address, size=w.nbytes)
+        except Exception as exc:  # noqa: BLE001
+            name = self.plan.buffers[w.buffer].name
+            raise CudaError(f"re-pointing the in-graph copy of input {name} failed: {exc}",
+                            error_name=_error_name(exc),
+                            call="cuGraphExecMemcpyNodeSetParams") from exc
 
     def _patch_node(self, index: int, buffer: int, base: int, slots: list) -> None:
         view = self._exec_views.get(index)

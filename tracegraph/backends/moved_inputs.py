@@ -1,0 +1,102 @@
+"""How the cuda backend follows a caller's device array that moved between replays.
+
+Two ways, chosen per input while the program runs:
+
+- re-point ("repoint"): patch the new address into every graph node that uses the array.
+  Costs nothing while the address stays put, and host time per node when it moves.
+- copy ("copy"): the nodes use a static buffer of the graph's own; an in-graph memcpy
+  copies the caller's array into it first (and back after the last user, if the graph
+  writes it). A move patches one or two memcpy nodes, but every replay pays the copies'
+  GPU time, moved or not.
+
+Copying wins only for an input that keeps moving and is used by many nodes. Switching way
+rebuilds the executable graph (copy nodes exist only while some input is copied: on an
+H200 even a disabled memcpy node changed how the driver ran a wide graph, by -40 to +18
+us), so a switch must also pay back its rebuild within `horizon` replays. Pure Python:
+tested on the CPU.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Microseconds, measured on an H200 (`python3 scripts/measure_moved_inputs.py` and
+    `scripts/measure_backend.py`; docs/performance.md): host time to re-point one kernel
+    node or one memcpy node (the quieter of two leases: 1.5 and 1.1; the other gave 3.0 and
+    2.2), the step time an in-graph device-to-device copy adds (fixed part plus bytes /
+    bandwidth, fitted: 1.3 us + 1 us per MB), and build + instantiate time per node (13.6 to
+    14.4 ms for 1,000 nodes, rounded up)."""
+    kernel_patch_us: float = 1.5
+    memcpy_patch_us: float = 1.1
+    copy_fixed_us: float = 1.3
+    copy_bytes_per_us: float = 1.0e6
+    build_us_per_node: float = 15.0
+
+    def repoint(self, rate: float, fanout: int) -> float:
+        """Expected cost per replay of re-pointing `fanout` nodes that move at `rate`."""
+        return rate * fanout * self.kernel_patch_us
+
+    def copy(self, rate: float, nbytes: int, written: bool) -> float:
+        """Expected cost per replay of copying in (and out, if written) on every replay."""
+        copies = 2 if written else 1
+        return copies * (self.copy_fixed_us + nbytes / self.copy_bytes_per_us
+                         + rate * self.memcpy_patch_us)
+
+
+DEFAULT_COSTS = Costs()
+
+
+def could_win(fanout: int, nbytes: int, written: bool, costs: Costs = DEFAULT_COSTS,
+              margin: float = 1.25) -> bool:
+    """Would copying beat re-pointing for this input if it moved on every replay? If not,
+    auto never watches it."""
+    return costs.repoint(1.0, fanout) > margin * costs.copy(1.0, nbytes, written)
+
+
+class MovePolicy:
+    """One input's choice between re-pointing and copying, from its move rate.
+
+    `rate` is an exponential moving average of "moved on this replay" (weight `alpha` for
+    the newest), snapped to 0 once negligible. Copying starts only once the input has moved
+    on most recent replays (`rate` >= `min_rate`: six moves in a row from rest), saves more
+    than `margin` times its cost, and pays back the rebuild of a `nodes`-node graph within
+    `horizon` replays; going back needs the same, the other way round.
+    """
+
+    def __init__(self, fanout: int, nbytes: int, written: bool, nodes: int,
+                 costs: Costs = DEFAULT_COSTS, alpha: float = 0.125, margin: float = 1.25,
+                 min_rate: float = 0.5, horizon: int = 1024):
+        self.fanout, self.nbytes, self.written = fanout, nbytes, written
+        self.costs, self.alpha, self.margin, self.min_rate = costs, alpha, margin, min_rate
+        self.rebuild_us = nodes * costs.build_us_per_node
+        self.horizon = horizon
+        self.mode = "repoint"
+        self.rate = 0.0
+        # at rest in copy mode, is going back ever worth a rebuild?
+        self._back_pays = self._pays(costs.copy(0.0, nbytes, written), 0.0)
+
+    def _pays(self, cost: float, other: float) -> bool:
+        return cost > self.margin * other and (cost - other) * self.horizon > self.rebuild_us
+
+    def observe(self, moved: bool) -> bool:
+        """Record one replay; True when the input should switch to the other way now."""
+        self.rate += ((1.0 if moved else 0.0) - self.rate) * self.alpha
+        if self.rate < 1e-3:
+            self.rate = 0.0
+        repoint = self.costs.repoint(self.rate, self.fanout)
+        copy = self.costs.copy(self.rate, self.nbytes, self.written)
+        if self.mode == "repoint":
+            if self.rate >= self.min_rate and self._pays(repoint, copy):
+                self.mode = "copy"
+                return True
+        elif self._pays(copy, repoint):
+            self.mode = "repoint"
+            return True
+        return False
+
+    @property
+    def idle(self) -> bool:
+        """At rest and no switch possible without a move: an unchanged replay skips it."""
+        return self.rate == 0.0 and (self.mode == "repoint" or not self._back_pays)
