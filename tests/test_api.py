@@ -383,3 +383,45 @@ def test_a_failed_compile_leaves_nothing_behind(backend):
     x = np.ones(16)
     np.testing.assert_array_equal(f(x, 16), np.full(16, 2.0))
     assert len(f.compiled) == 1
+
+
+# -- the memo of the last arguments, and other arrays of the same kind (ping-pong) ----------
+
+@pytest.fixture
+def fixed_device_arrays(monkeypatch):
+    """The memo only trusts array types whose metadata cannot change (Numba's and CuPy's
+    device arrays); the simulator's stand-in is one in practice, so let it in here."""
+    from tracegraph import arrays
+    monkeypatch.setattr(arrays, "_FIXED", arrays._FIXED | {type(cuda.device_array(1))})
+
+
+def test_alternating_arrays_reuse_the_signature_without_re_analysis(backend,
+                                                                   fixed_device_arrays):
+    f = tg.compile(lambda src, dst: copy[1, 16](src, dst), backend=backend)
+    a, b = cuda.to_device(np.arange(16.0)), cuda.to_device(np.arange(16.0) * 2)
+    out = cuda.device_array(16)
+    f(a, out)
+    first = f._prepare((a, out), {})
+    for k in range(6):  # ping-pong between a and b
+        src = b if k % 2 == 0 else a
+        call = f._reuse((src, out))
+        assert call is not None and call.key == first.key
+        assert call.infos[0].ptr == tg.arrays.describe(src).ptr
+        f.replay(src, out)
+        np.testing.assert_allclose(_host(out), _host(src))
+    assert len(f.compiled) == 1
+
+
+@pytest.mark.parametrize("other", ["shape", "dtype", "strides", "host", "shared memory"])
+def test_other_arrays_of_another_kind_get_a_full_analysis(backend, fixed_device_arrays, other):
+    f = tg.compile(lambda src, dst: copy[1, 16](src, dst), backend=backend)
+    a, out = cuda.to_device(np.arange(16.0)), cuda.device_array(16)
+    f(a, out)
+    b = {"shape": lambda: cuda.to_device(np.arange(17.0)),
+         "dtype": lambda: cuda.to_device(np.arange(16.0, dtype=np.float32)),
+         "strides": lambda: cuda.to_device(np.arange(32.0))[::2],
+         "host": lambda: np.arange(16.0),
+         "shared memory": lambda: out}[other]()
+    assert f._reuse((b, out)) is None  # the memo does not vouch for it
+    with pytest.raises(tg.SignatureError):  # the full analysis sees another signature
+        f.replay(b, out)

@@ -127,16 +127,44 @@ class CompiledFunction:
         metadata cannot change (device arrays, scalars): the common replay loop."""
         memo = self._memo
         if memo is not None:
-            last_args, last_leaves, rest = memo
+            last_args, last_leaves, rest, extents = memo
             if len(args) != len(last_args):
                 return None
             for a, r in zip(args, last_args):
                 if (r[0] if type(r) is tuple else r()) is not a:
-                    return None
+                    return self._reuse_moved(args, memo) if extents is not None else None
             leaves = (list(args) if last_leaves is None else
                       [r[0] if type(r) is tuple else r() for r in last_leaves])
             return _Call(leaves, *rest)
         return None
+
+    def _reuse_moved(self, args: tuple, memo: tuple) -> _Call | None:
+        """The last call's signature for other arrays of the same shape, dtype, strides and
+        placement where the last call had no two arguments sharing memory and these do not
+        either (a ping-pong loop): only the new arrays are described."""
+        last_args, _, (paths, tree, infos, key), extents = memo
+        infos, extents = list(infos), list(extents)
+        moved = []
+        for i, (a, r) in enumerate(zip(args, last_args)):
+            if (r[0] if type(r) is tuple else r()) is a:
+                continue
+            old = infos[i]
+            if old is None or not arrays.has_fixed_metadata(a):
+                return None
+            info = arrays.describe(a)
+            if info is None or info.placement != old.placement or info.shape != old.shape or \
+                    info.strides != old.strides or info.dtype != old.dtype:
+                return None
+            infos[i], extents[i] = info, info.extent
+            moved.append(i)
+        for i in moved:
+            lo, hi = extents[i]
+            for j, e in enumerate(extents):
+                if j != i and e is not None and lo < e[1] and e[0] < hi and \
+                        infos[j].placement == infos[i].placement:
+                    return None  # now sharing memory: another signature
+        self._memo = (tuple(map(_ref, args)), None, (paths, tree, infos, key), extents)
+        return _Call(list(args), paths, tree, infos, key)
 
     def _prepare(self, args: tuple, kwargs: dict) -> _Call:
         """Flatten the arguments, describe the arrays, and build the signature key."""
@@ -167,11 +195,13 @@ class CompiledFunction:
         call = _Call(leaves, paths, tree, infos, key)
         if not kwargs and all(arrays.has_fixed_metadata(a) for a in args):
             # weakly: a compiled function must not keep its caller's arrays alive
-            self._memo = (tuple(map(_ref, args)),
-                          None if len(leaves) == len(args) and all(
-                              leaf is a for leaf, a in zip(leaves, args))
-                          else tuple(map(_ref, leaves)),
-                          (paths, tree, infos, key))
+            simple = len(leaves) == len(args) and all(leaf is a for leaf, a in zip(leaves, args))
+            firsts = [g[0] for g in groups if g is not None]
+            # where no two arguments share memory, _reuse_moved can take other arrays
+            extents = ([i.extent if i is not None else None for i in infos]
+                       if simple and len(set(firsts)) == len(firsts) else None)
+            self._memo = (tuple(map(_ref, args)), None if simple else tuple(map(_ref, leaves)),
+                          (paths, tree, infos, key), extents)
         return call
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple[list, list, Any]:
