@@ -58,7 +58,8 @@ def host_us(fn, args_of, reps=500):
     return statistics.median(samples)
 
 
-def measure_cell(fan, nbytes, way, reps):
+def compiled_fanout(fan, way, nbytes=4096):
+    """The fan-out program compiled under `way`, two inputs to alternate, and its output."""
     os.environ[config.MOVED_INPUTS] = way
     f = tg.compile(fanout_program(fan))
     x = cuda.to_device(np.ones(nbytes // 4, np.float32))
@@ -66,6 +67,11 @@ def measure_cell(fan, nbytes, way, reps):
     outs = cuda.device_array((fan, 1024), np.float32)
     f(x, outs)
     cuda.synchronize()
+    return f, x, y, outs
+
+
+def measure_cell(fan, nbytes, way, reps):
+    f, x, y, outs = compiled_fanout(fan, way, nbytes)
     warm = []
     for k in range(40):  # warm up; in auto, lets the policy settle on a moving input
         t0 = time.perf_counter()
@@ -91,13 +97,7 @@ def measure_cell(fan, nbytes, way, reps):
 
 def memcpy_patch_us(reps=2000):
     """Host time to re-point one memcpy node through cuda.core (what the backend uses)."""
-    os.environ[config.MOVED_INPUTS] = "copy"
-    f = tg.compile(fanout_program(4))
-    x = cuda.to_device(np.ones(1024, np.float32))
-    y = cuda.to_device(np.ones(1024, np.float32))
-    outs = cuda.device_array((4, 1024), np.float32)
-    f(x, outs)
-    cuda.synchronize()
+    f, x, y, outs = compiled_fanout(4, "copy")
     exe = f.latest.executable
     w = next(w for w in exe._watch.values() if exe.plan.buffers[w.buffer].name == "src")
     addrs = [x.device_ctypes_pointer.value, y.device_ctypes_pointer.value]
@@ -112,30 +112,21 @@ def memcpy_patch_us(reps=2000):
 
 
 def move_breakdown(reps=2000):
-    """Where a move's cost goes, fan-out 1: the argument analysis the memo skips when the
-    same objects come back (host), the whole replay call (host, not synchronized), and the
-    synchronized step; unchanged vs alternating inputs."""
-    os.environ[config.MOVED_INPUTS] = "repoint"
-    f = tg.compile(fanout_program(1))
-    x = cuda.to_device(np.ones(1024, np.float32))
-    y = cuda.to_device(np.ones(1024, np.float32))
-    outs = cuda.device_array((1, 1024), np.float32)
-    f(x, outs)
-    cuda.synchronize()
+    """Where a move's cost goes, fan-out 1: the full argument analysis, the memo's shortcut
+    for other arrays of the same kind (host), the whole replay call (host, not
+    synchronized), and the synchronized step; unchanged vs alternating inputs."""
+    f, x, y, outs = compiled_fanout(1, "repoint")
     out = {}
     t0 = time.perf_counter()
     for k in range(reps):
         f._prepare((y if k % 2 else x, outs), {})
     out["prepare_us"] = (time.perf_counter() - t0) / reps * 1e6
+    t0 = time.perf_counter()
+    for k in range(reps):  # what replay does first: the memo, taking the other array
+        assert f._reuse((y if k % 2 else x, outs)) is not None
+    out["reuse_moved_us"] = (time.perf_counter() - t0) / reps * 1e6
     for name, pick in (("same", lambda k: x), ("moved", lambda k: y if k % 2 else x)):
-        samples = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            for k in range(reps // 5):
-                f.replay(pick(k), outs)
-            samples.append((time.perf_counter() - t0) / (reps // 5) * 1e6)
-            cuda.synchronize()
-        out[f"replay_host_us_{name}"] = statistics.median(samples)
+        out[f"replay_host_us_{name}"] = host_us(f.replay, lambda k: (pick(k), outs), reps)
         out[f"step_us_{name}"] = step_us(f.replay, lambda k: (pick(k), outs), 500)
     print("move breakdown:", json.dumps(out), flush=True)
     return out
