@@ -14,7 +14,10 @@ from small_kernels import scale
 
 import tracegraph as tg
 from tracegraph import TracegraphError, config
-from tracegraph.backends.moved_inputs import Costs, MovePolicy, could_win
+from tracegraph import backends
+from tracegraph.arrays import describe
+from tracegraph.backends.moved_inputs import Costs, MovePolicy, could_win, watched_inputs
+from tracegraph.ir import EXTERNAL
 
 N = 8
 FAN = 8
@@ -92,6 +95,60 @@ def test_forced_mode_from_the_environment(monkeypatch):
     monkeypatch.setenv(config.MOVED_INPUTS, "sometimes")
     with pytest.raises(TracegraphError, match="TRACEGRAPH_MOVED_INPUTS"):
         config.moved_inputs_mode()
+
+
+# -- which inputs are watched (pure, on the Plan) ---------------------------------------------
+
+def watched_names(fn, *args, mode="auto"):
+    """{input name: written} of what watched_inputs picks for fn's plan on these arguments,
+    with the addresses of this call (as the cuda backend builds on them)."""
+    f = tg.compile(fn, backend="sim")
+    call = f._prepare(args, {})
+    plan = f.lower(*args)
+    base, _ = backends.input_bases(plan, call.infos)
+    base.update({b.id: describe(b.external).extent[0] for b in plan.buffers
+                 if b.kind == EXTERNAL})
+    return {plan.buffers[b].name: w.written
+            for b, w in watched_inputs(plan, base, mode).items()}
+
+
+def test_wide_small_inputs_are_watched_narrow_and_huge_ones_are_not():
+    def step(narrow, wide, huge, inout):
+        out = tg.empty((FAN, N), np.float64)
+        big = tg.empty_like(huge)
+        scale[1, N](narrow, 1.0, out[0])
+        for k in range(1, FAN):
+            scale[1, N](wide, 1.0, out[k])
+        for _ in range(16):
+            scale[64, 1024](huge, 1.0, big)
+        for _ in range(FAN):
+            axpb[1, N](inout, 2.0, 1.0)
+        return out, big
+
+    args = (cuda.to_device(np.ones(N)), cuda.to_device(np.ones(N)),
+            cuda.device_array(1 << 23, np.float64), cuda.to_device(np.ones(N)))
+    assert watched_names(step, *args) == {"wide": False, "inout": True}
+    assert watched_names(step, *args, mode="copy") == {"narrow": False, "wide": False,
+                                                      "huge": False, "inout": True}
+    assert watched_names(step, *args, mode="repoint") == {}
+
+
+def test_inputs_named_by_callbacks_or_events_or_captured_are_not_watched():
+    captured = cuda.to_device(np.ones(N))
+    event = cuda.event()
+
+    def step(named, waited, aliased, free):
+        out = tg.empty((4, N), np.float64)
+        for k, x in enumerate((named, waited, aliased, free)):
+            scale[1, N](x, 1.0, out[k])
+        scale[1, N](captured, 1.0, out[0])
+        tg.callback(lambda: None, named)
+        tg.record(event, waited)
+        return out
+
+    args = (cuda.to_device(np.ones(N)), cuda.to_device(np.ones(N)), captured,
+            cuda.to_device(np.ones(N)))
+    assert watched_names(step, *args, mode="copy") == {"free": False}
 
 
 # -- behaviour on both backends, under each way ------------------------------------------

@@ -37,7 +37,7 @@ from ..errors import CudaError, LoweringError, TracegraphError
 from ..ir import DEVICE_INPUT, EXTERNAL, HOST_INPUT, STAGING, TEMP
 from ..lower import CScalar, Plan, PlanNode, Ptr
 from . import cuda_handles as handles
-from .moved_inputs import MovePolicy, could_win
+from .moved_inputs import WatchedInput, watched_inputs
 
 log = logging.getLogger("tracegraph.backends.cuda")
 # A 4-byte memcpy in front of the roots and one after the sinks of a graph with parallel
@@ -65,32 +65,6 @@ def _error_name(exc: BaseException) -> str:
 # ---------------------------------------------------------------------------
 # the executable
 
-class WatchedInput:
-    """A device input that may be copied into a static buffer of the graph's own instead of
-    re-pointed (moved_inputs.py): the nodes that use it, the policy that chooses (None when
-    TRACEGRAPH_MOVED_INPUTS forces copying), and, while copied, the buffer and the copy-in
-    node (and copy-out node, if the graph writes the input) of the current graph."""
-
-    def __init__(self, buffer: int, nbytes: int, users: list[int], written: bool,
-                 policy: MovePolicy | None):
-        self.buffer, self.nbytes, self.users, self.written = buffer, nbytes, users, written
-        self.policy = policy
-        self.static: Any = None
-        self.address = 0
-        self.copy_in: Any = None
-        self.copy_out: Any = None
-
-    @property
-    def mode(self) -> str:
-        return "copy" if self.policy is None else self.policy.mode
-
-    def static_address(self) -> int:
-        if self.static is None:  # allocated on its first copy, kept for the next ones
-            self.static = cuda.device_array(self.nbytes, np.uint8)
-            self.address = _numba.device_address(self.static)
-        return self.address
-
-
 class CudaExecutable:
     """One compiled signature: an instantiated graph plus the memory it uses."""
 
@@ -108,7 +82,7 @@ class CudaExecutable:
         self._allocate(infos)
         self._compiled: dict[tuple, tuple[Any, bool]] = {}
         self._launch_configs: dict[tuple, Any] = {}
-        self._watch = self._watched()
+        self._watch = watched_inputs(plan, self._base, config.moved_inputs_mode())
         self._scratch = cuda.device_array(64, np.uint8)  # what the bracket copies move
         self.graph: Any = None
         self._build()
@@ -269,43 +243,19 @@ class CudaExecutable:
             g.pred.add(d)
         return g
 
-    def _watched(self) -> dict[int, WatchedInput]:
-        """The device inputs that may be copied instead of re-pointed: in auto mode those
-        where copying could win. Inputs that events or callbacks name always re-point:
-        those nodes mean the caller's memory itself at their point in the graph."""
-        mode = config.moved_inputs_mode()
-        if mode == "repoint":
-            return {}
-        named = {a.buffer for n in self.plan.nodes if n.kind not in ("kernel", "memcpy", "memset")
-                 for a in n.op.accesses}
-        written = {i.buffer for i in self.plan.inputs if i.kind == "array" and i.written}
-        # a captured array the caller also passes in is one memory under two buffers: a
-        # copy of one would hide writes from the other
-        captured = [(self._base[e.id], self._base[e.id] + e.nbytes) for e in self.plan.buffers
-                    if e.kind == EXTERNAL]
-        watch = {}
-        for b in self.plan.patchable_buffers:
-            nbytes = self.plan.buffers[b].nbytes
-            users = sorted({node for node, _, _ in self.plan.pointer_slots.get(b, ())})
-            lo = self._base.get(b, 0)
-            if b in named or not users or not nbytes or not lo or \
-                    any(x < lo + nbytes and lo < y for x, y in captured):
-                continue
-            if mode == "copy":
-                policy = None
-            elif could_win(len(users), nbytes, b in written):
-                policy = MovePolicy(len(users), nbytes, b in written, len(self.plan.nodes))
-            else:
-                continue
-            watch[b] = WatchedInput(b, nbytes, users, b in written, policy)
-        return watch
-
     def _target(self, buffer: int) -> int:
         """Where the graph's nodes find `buffer`: its static copy while copied."""
         w = self._watch.get(buffer)
         if w is not None and w.mode == "copy":
-            return w.static_address()
+            return self._static_address(w)
         return self._base[buffer]
+
+    @staticmethod
+    def _static_address(w: WatchedInput) -> int:
+        if w.static is None:  # allocated on its first copy, kept for the next ones
+            w.static = cuda.device_array(w.nbytes, np.uint8)
+            w.address = _numba.device_address(w.static)
+        return w.address
 
     def _add_input_copies(self) -> None:
         """For each copied input: a root copy-in every user depends on, and a copy-out
@@ -314,7 +264,7 @@ class CudaExecutable:
             w.copy_in = w.copy_out = None
             if w.mode != "copy":
                 continue
-            caller, static = self._base[w.buffer], w.static_address()
+            caller, static = self._base[w.buffer], self._static_address(w)
             w.copy_in = self.gdef.memcpy(static, caller, w.nbytes)
             for u in w.users:
                 self._gnodes[u].pred.add(w.copy_in)

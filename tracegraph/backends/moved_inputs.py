@@ -18,6 +18,9 @@ tested on the CPU.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from ..ir import EXTERNAL
 
 
 @dataclass(frozen=True)
@@ -100,3 +103,56 @@ class MovePolicy:
     def idle(self) -> bool:
         """At rest and no switch possible without a move: an unchanged replay skips it."""
         return self.rate == 0.0 and (self.mode == "repoint" or not self._back_pays)
+
+
+class WatchedInput:
+    """A device input that may be copied instead of re-pointed: the nodes that use it, the
+    policy that chooses (None when copying is forced), and, while copied, the cuda
+    backend's static buffer and the copy-in (and copy-out, if written) node of its graph."""
+
+    def __init__(self, buffer: int, nbytes: int, users: list[int], written: bool,
+                 policy: MovePolicy | None):
+        self.buffer, self.nbytes, self.users, self.written = buffer, nbytes, users, written
+        self.policy = policy
+        self.static: Any = None
+        self.address = 0
+        self.copy_in: Any = None
+        self.copy_out: Any = None
+
+    @property
+    def mode(self) -> str:
+        return "copy" if self.policy is None else self.policy.mode
+
+
+def watched_inputs(plan: Any, base: dict[int, int], mode: str,
+                   costs: Costs = DEFAULT_COSTS) -> dict[int, WatchedInput]:
+    """buffer -> WatchedInput for the device inputs of `plan` that may be copied: under
+    "auto" those where copying could win, under "copy" all, under "repoint" none.
+
+    `base` gives the compiling call's address of each device input and captured array.
+    Inputs that events or callbacks name always re-point (those nodes mean the caller's
+    memory itself at their point in the graph), and so do inputs that overlap a captured
+    array (one memory under two buffers: a copy of one would hide writes from the other).
+    """
+    if mode == "repoint":
+        return {}
+    named = {a.buffer for n in plan.nodes if n.kind not in ("kernel", "memcpy", "memset")
+             for a in n.op.accesses}
+    written = {i.buffer for i in plan.inputs if i.kind == "array" and i.written}
+    captured = [(base[e.id], base[e.id] + e.nbytes) for e in plan.buffers if e.kind == EXTERNAL]
+    watch = {}
+    for b in plan.patchable_buffers:
+        nbytes = plan.buffers[b].nbytes
+        users = sorted({node for node, _, _ in plan.pointer_slots.get(b, ())})
+        lo = base.get(b, 0)
+        if b in named or not users or not nbytes or not lo or \
+                any(x < lo + nbytes and lo < y for x, y in captured):
+            continue
+        if mode == "copy":
+            policy = None
+        elif could_win(len(users), nbytes, b in written, costs):
+            policy = MovePolicy(len(users), nbytes, b in written, len(plan.nodes), costs)
+        else:
+            continue
+        watch[b] = WatchedInput(b, nbytes, users, b in written, policy)
+    return watch
