@@ -112,21 +112,28 @@ def watched_names(fn, *args, mode="auto"):
             for b, w in watched_inputs(plan, base, mode).items()}
 
 
-def test_wide_small_inputs_are_watched_narrow_and_huge_ones_are_not():
-    def step(narrow, wide, huge, inout):
-        out = tg.empty((FAN, N), np.float64)
-        big = tg.empty_like(huge)
-        scale[1, N](narrow, 1.0, out[0])
-        for k in range(1, FAN):
-            scale[1, N](wide, 1.0, out[k])
-        for _ in range(16):
-            scale[64, 1024](huge, 1.0, big)
-        for _ in range(FAN):
-            axpb[1, N](inout, 2.0, 1.0)
-        return out, big
+def four_kinds(narrow, wide, huge, inout):
+    """One input read by one node, one read by many, a 64 MiB one (copying it costs more
+    than re-pointing), and one written by many."""
+    out = tg.empty((FAN, N), np.float64)
+    big = tg.empty_like(huge)
+    scale[1, N](narrow, 1.0, out[0])
+    for k in range(1, FAN):
+        scale[1, N](wide, 1.0, out[k])
+    for _ in range(16):
+        scale[64, 1024](huge, 1.0, big)
+    for _ in range(FAN):
+        axpb[1, N](inout, 2.0, 1.0)
+    return out, big
 
-    args = (cuda.to_device(np.ones(N)), cuda.to_device(np.ones(N)),
+
+def four_kinds_args():
+    return (cuda.to_device(np.ones(N)), cuda.to_device(np.ones(N)),
             cuda.device_array(1 << 23, np.float64), cuda.to_device(np.ones(N)))
+
+
+def test_wide_small_inputs_are_watched_narrow_and_huge_ones_are_not():
+    step, args = four_kinds, four_kinds_args()
     assert watched_names(step, *args) == {"wide": False, "inout": True}
     assert watched_names(step, *args, mode="copy") == {"narrow": False, "wide": False,
                                                       "huge": False, "inout": True}
@@ -268,21 +275,10 @@ def test_an_input_a_callback_names_is_never_copied(backend, way):
 def test_only_inputs_where_copying_can_win_are_watched(gpu, monkeypatch):
     monkeypatch.delenv(config.MOVED_INPUTS, raising=False)
 
-    def step(narrow, wide, huge):
-        out = tg.empty((FAN, N), np.float64)
-        big = tg.empty_like(huge)
-        scale[1, N](narrow, 1.0, out[0])
-        for k in range(1, FAN):
-            scale[1, N](wide, 1.0, out[k])
-        for _ in range(16):
-            scale[64, 1024](huge, 1.0, big)
-        return out, big
-
-    f = tg.compile(step, backend="cuda")
-    huge = cuda.device_array(1 << 23, np.float64)  # 64 MiB: copying it costs more
-    f(cuda.to_device(np.ones(N)), cuda.to_device(np.ones(N)), huge)
+    f = tg.compile(four_kinds, backend="cuda")
+    f(*four_kinds_args())
     plan = f.latest.executable.plan
-    assert {plan.buffers[b].name for b in watched(f)} == {"wide"}
+    assert {plan.buffers[b].name for b in watched(f)} == {"wide", "inout"}
     assert all(w.mode == "repoint" and w.static is None for w in watched(f).values())
     assert graph_nodes(f) == len(plan.nodes) + 2  # the bracket; no copy nodes until worth it
 
