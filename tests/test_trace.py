@@ -12,7 +12,7 @@ from numba import cuda
 from small_kernels import add, boom, copy, fill, iscale, scale
 
 import tracegraph as tg
-from tracegraph import _numba, ir
+from tracegraph import pytree, _numba, ir
 
 HERE = os.path.basename(__file__)
 F8 = np.dtype(np.float64)
@@ -311,7 +311,7 @@ def _traced_result(result_fn):
 
 def test_returns_one_array():
     p = _traced_result(lambda x, u: u)
-    assert p.output_tree == ("leaf",)
+    assert p.output_tree.is_leaf()
     (out,) = p.outputs
     assert out.kind == "host" and p.buffers[out.view.buffer].kind == ir.STAGING
     assert p.ops[-1].kind == "memcpy" and p.ops[-1].payload == "output"
@@ -319,9 +319,7 @@ def test_returns_one_array():
 
 def test_returns_containers_and_static_values():
     p = _traced_result(lambda x, u: (u, [x, {"k": u[4:]}], 7))
-    assert p.output_tree == ("tuple", (("leaf",), ("list", (("leaf",), ("dict", ("k",),
-                                                                         (("leaf",),)))),
-                                       ("leaf",)))
+    assert p.output_tree == pytree.structure((0, [0, {"k": 0}], 0))
     kinds = [o.kind for o in p.outputs]
     assert kinds == ["host", "input", "host", "static"]
     assert p.outputs[3].value == 7

@@ -11,17 +11,16 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 
-from . import arrays, backends, config, pytree
+from . import _numba, arrays, backends, config, pytree
 from .errors import SignatureError, TraceError
 from .ir import Program
 from .lower import Plan, lower
 from .passes import run_passes
 from .signature import FLOATS, describe_mismatch, static_key
-from .trace import trace_function, user_location
+from .trace import aliased_inputs, trace_function, user_location
 
 log = logging.getLogger("tracegraph.api")
 
-_CONTAINERS = (tuple, list, dict, type(None))
 MANY_GRAPHS = 16  # warn once a function has compiled this many graphs
 
 @dataclass(frozen=True)
@@ -31,6 +30,12 @@ class Compiled:
     program: Program
     plan: Plan
     executable: Any
+
+    @property
+    def captured(self) -> bool:
+        """Does the graph use device arrays captured by address (whose overlap with the
+        inputs is part of what was compiled)?"""
+        return any(b.kind == "external" for b in self.program.buffers)
 
 
 class _Call:
@@ -48,6 +53,12 @@ class CompiledFunction:
         if backend not in backends.BACKENDS:
             raise TraceError(f"unknown backend {backend!r}", where=user_location(3),
                              fix=f"use one of {backends.BACKENDS}")
+        if "stream" in inspect.signature(fn).parameters:
+            raise TraceError(f"{getattr(fn, '__qualname__', fn)} has a parameter named stream, "
+                             "which is tracegraph's keyword for the CUDA stream a call runs on",
+                             where=user_location(3),
+                             fix="rename the parameter (e.g. to cuda_stream); pass the graph's "
+                                 "stream as f(..., stream=s)")
         self._fn = fn
         self._backend_choice = backend
         self._backend: str | None = None
@@ -61,12 +72,19 @@ class CompiledFunction:
             for p in params) else None)
         self._param_names = list(self._pysig.parameters)
         self._memo: tuple | None = None  # (weak) last arguments and their _Call parts
-        self._flat_tree = ("call", (pytree.LEAF,) * len(params), ())
+        self._flat_tree = pytree.structure(((0,) * len(params), {}))
         functools.update_wrapper(self, fn)
         if not hasattr(self, "__qualname__"):  # a callable object or a partial
             self.__qualname__ = getattr(fn, "__name__", type(fn).__name__)
 
     # -- public ---------------------------------------------------------------
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        """On a method: bound to the instance, which is a static argument of each call
+        (one graph per instance, its captured device arrays by address)."""
+        if obj is None:
+            return self
+        return BoundCompiledFunction(self, obj)
+
     @property
     def backend(self) -> str:
         """The backend this function runs on ("cuda" or "sim")."""
@@ -75,21 +93,31 @@ class CompiledFunction:
         return self._backend
 
     def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
-        """Run: trace, compile and launch on the first call of a signature, else replay."""
+        """Run: trace, compile and launch on the first call of a signature, else replay.
+        Inside another compiled function's trace, its launches join that trace."""
+        if _numba.current_tracer() is not None:
+            return self._fn(*args, **kwargs)
         call = self._reuse(args) if not kwargs else None
         if call is None:
             call = self._prepare(args, kwargs)
         entry = self._cache.get(call.key)
+        if entry is not None and entry.captured:
+            entry = self._for_captured(entry, call, compile_missing=True)
         if entry is None:
             entry = self._compile(call)
         return entry.executable.run(call.leaves, call.infos, stream)
 
     def replay(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
-        """Replay an already compiled signature; never traces."""
+        """Replay an already compiled signature; never traces (inside another compiled
+        function's trace, its launches join that trace)."""
+        if _numba.current_tracer() is not None:
+            return self._fn(*args, **kwargs)
         call = self._reuse(args) if not kwargs else None
         if call is None:
             call = self._prepare(args, kwargs)
         entry = self._cache.get(call.key)
+        if entry is not None and entry.captured:
+            entry = self._for_captured(entry, call, compile_missing=False)
         if entry is None:
             raise self._signature_error(call)
         return entry.executable.run(call.leaves, call.infos, stream)
@@ -166,10 +194,23 @@ class CompiledFunction:
         self._memo = (tuple(map(_ref, args)), None, (paths, tree, infos, key), extents)
         return _Call(list(args), paths, tree, infos, key)
 
+    def _for_captured(self, entry: Compiled, call: _Call, *, compile_missing: bool) -> Any:
+        """The graph compiled for how this call's device inputs overlap the captured
+        arrays (ordering between them depends on it), compiling it if asked."""
+        pairs = aliased_inputs(entry.program.buffers, list(entry.program.inputs), call.infos)
+        if pairs == entry.program.aliased_inputs:
+            return entry
+        key = call.key + (("captured overlap", tuple(sorted(pairs))),)
+        variant = self._cache.get(key)
+        if variant is None and compile_missing:
+            log.info("%s: a device input now overlaps a captured array; compiling for that",
+                     self.__qualname__)
+            variant = self._compile(_Call(call.leaves, call.paths, call.tree, call.infos, key))
+        return variant
+
     def _prepare(self, args: tuple, kwargs: dict) -> _Call:
         """Flatten the arguments, describe the arrays, and build the signature key."""
-        if not kwargs and len(args) == self._simple_arity and not any(
-                type(a) in _CONTAINERS for a in args):
+        if not kwargs and len(args) == self._simple_arity and all(map(pytree.is_leaf, args)):
             leaves, paths, tree = list(args), self._param_names, self._flat_tree
         else:
             leaves, paths, tree = self._bind(args, kwargs)
@@ -215,22 +256,17 @@ class CompiledFunction:
                                  where=user_location(4),
                                  fix=f"call it as {self.__qualname__}{self._pysig}") from None
         bound.apply_defaults()
-        leaves: list = []
-        paths: list = []
-        trees = []
-        for name, a in zip(self._positional_names(len(bound.args)), bound.args):
-            lv, ps, t = pytree.flatten(a, name)
-            leaves += lv
-            paths += ps
-            trees.append(t)
-        kw_trees = []
-        # by name: f(x, p=1, q=2) and f(x, q=2, p=1) are one signature (**kwargs arrive sorted)
-        for name, a in sorted(bound.kwargs.items()):
-            lv, ps, t = pytree.flatten(a, name)
-            leaves += lv
-            paths += ps
-            kw_trees.append((name, t))
-        return leaves, paths, ("call", tuple(trees), tuple(kw_trees))
+        positional = self._positional_names(len(bound.args))
+        # keyword arguments by name: f(x, p=1, q=2) and f(x, q=2, p=1) are one signature
+        # (**kwargs arrive sorted)
+        tree_in = (tuple(bound.args), dict(bound.kwargs))
+
+        def name(accessor: Any) -> str:
+            head, rest = accessor[1].entry, pytree.optree.PyTreeAccessor(accessor[2:])
+            root = positional[head] if accessor[0].entry == 0 else str(head)
+            return rest.codify(root)
+
+        return pytree.flatten(tree_in, name)
 
     def _positional_names(self, n: int) -> list[str]:
         """Names of the first n positional arguments; `*args` ones are `args[k]`."""
@@ -299,6 +335,29 @@ class CompiledFunction:
                               where=where,
                               fix=f"pass arguments like the compiled call, or call {name}(...) "
                                   "to compile this signature too")
+
+
+class BoundCompiledFunction:
+    """A compiled method bound to an instance: every member of CompiledFunction, with the
+    instance as the first argument."""
+
+    def __init__(self, fn: CompiledFunction, obj: Any):
+        self._fn, self._obj = fn, obj
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._fn(self._obj, *args, **kwargs)
+
+    def replay(self, *args: Any, **kwargs: Any) -> Any:
+        return self._fn.replay(self._obj, *args, **kwargs)
+
+    def trace(self, *args: Any, **kwargs: Any) -> Program:
+        return self._fn.trace(self._obj, *args, **kwargs)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Plan:
+        return self._fn.lower(self._obj, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fn, name)
 
 
 _NO_WEAKREF: set[type] = set()

@@ -67,6 +67,16 @@ class Array:
         raise _refuse("copy_to_host() of a traced array reads device data while tracing",
                       _READ_FIX)
 
+    def copy_to_device(self, ary: Any, stream: Any = 0) -> None:
+        """Copy host data (again on every replay, as eagerly on every call) or another
+        device array into this array."""
+        where = user_location(2)
+        src = self._tracer.view_or_external(ary)
+        if src is not None:
+            self._tracer.device_copy(self._view, src, where)
+        else:
+            self._tracer.host_to_device(ary, self._view, where)
+
     def __float__(self) -> float:
         raise _refuse("float() of a traced array reads device data while tracing", _READ_FIX)
 
@@ -130,7 +140,19 @@ class Array:
     def __le__(self, o): return self._op("less_equal", self, o)
     def __gt__(self, o): return self._op("greater", self, o)
     def __ge__(self, o): return self._op("greater_equal", self, o)
+
+    # elementwise, as NumPy: `if x == 0:` then refuses through __bool__
+    def __eq__(self, o):  # type: ignore[override]
+        return self._op("equal", self, o) if _operand(o) else NotImplemented
+
+    def __ne__(self, o):  # type: ignore[override]
+        return self._op("not_equal", self, o) if _operand(o) else NotImplemented
+
     __hash__ = object.__hash__
+
+
+def _operand(o: Any) -> bool:
+    return isinstance(o, (Array, int, float, complex, bool, np.number, np.bool_))
 
 
 def _resolve_shape(shape: tuple[int, ...], size: int) -> tuple[int, ...]:

@@ -18,6 +18,7 @@ class ArrayInfo(NamedTuple):
     shape: tuple[int, ...]
     strides: tuple[int, ...]    # bytes
     dtype: np.dtype
+    readonly: bool = False      # the caller's array must not be written (eager Numba refuses)
 
     @property
     def extent(self) -> tuple[int, int]:
@@ -76,13 +77,14 @@ def _reader_for(t: type) -> Any:
 
 
 def _describe_numpy(obj: np.ndarray) -> ArrayInfo:
-    return ArrayInfo(HOST, obj.__array_interface__["data"][0], obj.shape, obj.strides, obj.dtype)
+    ptr, readonly = obj.__array_interface__["data"]
+    return ArrayInfo(HOST, ptr, obj.shape, obj.strides, obj.dtype, readonly)
 
 
 def _describe_simulated(obj: Any) -> ArrayInfo:
     host = _numba.simulated_device_array_host(obj)
-    return ArrayInfo(DEVICE, host.__array_interface__["data"][0], host.shape, host.strides,
-                     host.dtype)
+    ptr, readonly = host.__array_interface__["data"]
+    return ArrayInfo(DEVICE, ptr, host.shape, host.strides, host.dtype, readonly)
 
 
 def _describe_numba(obj: Any) -> ArrayInfo:
@@ -98,10 +100,13 @@ def _describe_cai(obj: Any) -> ArrayInfo | None:
     if cai is None:
         return None
     dtype = np.dtype(cai["typestr"])
+    if dtype.kind == "V" and cai.get("descr"):  # a record: the fields are in descr
+        dtype = np.dtype([tuple(d) for d in cai["descr"]])
     shape = tuple(cai["shape"])
     strides = cai.get("strides")
     strides = tuple(strides) if strides else contiguous_strides(shape, dtype.itemsize)
-    return ArrayInfo(DEVICE, cai["data"][0], shape, strides, dtype)
+    ptr, readonly = cai["data"]
+    return ArrayInfo(DEVICE, ptr, shape, strides, dtype, bool(readonly))
 
 
 def _describe_dlpack(obj: Any) -> ArrayInfo | None:
@@ -116,7 +121,8 @@ def _describe_dlpack(obj: Any) -> ArrayInfo | None:
     shape = tuple(view.shape)
     strides = (tuple(s * dtype.itemsize for s in view.strides) if view.strides
                else contiguous_strides(shape, dtype.itemsize))
-    return ArrayInfo(DEVICE, int(view.ptr), shape, strides, dtype)
+    return ArrayInfo(DEVICE, int(view.ptr), shape, strides, dtype,
+                     bool(getattr(view, "readonly", False)))
 
 
 def alias_groups(infos: list[ArrayInfo | None]) -> list[tuple[int, int] | None]:
@@ -131,13 +137,21 @@ def alias_groups(infos: list[ArrayInfo | None]) -> list[tuple[int, int] | None]:
     if len(arrays_at) == 1:
         result[arrays_at[0]] = (arrays_at[0], 0)
         return result
-    spans = [(infos[i].placement, infos[i].extent, i) for i in arrays_at]
-    spans.sort(key=lambda s: (s[0], s[1][0]))
+    # an empty array shares no byte with anything: a group of its own, outside the sweep
+    spans = []
     groups: list[list[tuple[int, int]]] = []  # [(leaf, lo)]
+    for i in arrays_at:
+        lo, hi = infos[i].extent
+        if hi > lo:
+            spans.append((infos[i].placement, (lo, hi), i))
+        else:
+            groups.append([(i, lo)])
+    spans.sort(key=lambda s: (s[0], s[1][0]))
     group_hi = 0
     placement = None
+    start = len(groups)
     for place, (lo, hi), i in spans:
-        if place != placement or lo >= group_hi or hi == lo or not groups:
+        if place != placement or lo >= group_hi or len(groups) == start:
             groups.append([])
             group_hi, placement = hi, place
         else:

@@ -23,7 +23,8 @@ DEVICE_INPUT = "device_input"  # the caller's device array; its pointer is patch
 HOST_INPUT = "host_input"      # graph-owned device copy of a caller's NumPy array
 STAGING = "staging"            # pinned host memory: NumPy inputs in, NumPy outputs out
 EXTERNAL = "external"          # a device array the traced function captured (constant pointer)
-BUFFER_KINDS = frozenset({TEMP, DEVICE_INPUT, HOST_INPUT, STAGING, EXTERNAL})
+HOST_CONSTANT = "host_constant"  # pinned memory refilled from a held host array every run
+BUFFER_KINDS = frozenset({TEMP, DEVICE_INPUT, HOST_INPUT, STAGING, EXTERNAL, HOST_CONSTANT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +35,9 @@ class Buffer:
     kind: str
     name: str = ""
     input_index: int | None = None  # which flattened input leaf, for input and staging buffers
-    external: Any = field(default=None, compare=False)  # the captured array, for EXTERNAL
-
-    @property
-    def on_host(self) -> bool:
-        return self.kind == STAGING
+    # the captured device array (EXTERNAL) or the held host array (HOST_CONSTANT)
+    external: Any = field(default=None, compare=False)
+    address: int = 0  # where byte 0 lies, for EXTERNAL (a captured array's address is fixed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +48,7 @@ class View:
     shape: tuple[int, ...]
     strides: tuple[int, ...]  # bytes
     dtype: np.dtype
+    readonly: bool = False  # a view of a caller's read-only array: kernels must not store to it
 
     @property
     def itemsize(self) -> int:
@@ -153,7 +153,12 @@ class InputLeaf:
     staging: int | None = None       # the pinned staging buffer, for host arrays
     view: View | None = None         # the traced array kernels see
     value: Any = None                # for static leaves
-    written: bool = False            # some op writes this input
+    written: bool = False            # some op writes this input's bytes
+
+    @property
+    def writes_back(self) -> bool:
+        """A written NumPy input: its elements are copied back into the caller's array."""
+        return self.written and self.staging is not None and not self.view.readonly
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +182,9 @@ class Program:
     output_tree: Any
     graph: nx.DiGraph
     device_mode: bool = False  # results are device arrays (some input was a device array)
+    # (device input buffer, captured buffer) pairs whose memory overlapped in the compiling
+    # call: ordered conservatively (api.py compiles again if the overlap changes)
+    aliased_inputs: frozenset[tuple[int, int]] = frozenset()
 
     def replace(self, **changes: Any) -> "Program":
         fields = {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -190,6 +198,67 @@ class Program:
         summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
         return (f"<tracegraph.Program {self.name}: {summary}; "
                 f"{self.graph.number_of_edges()} edges, {len(self.buffers)} buffers>")
+
+
+UNBOUNDED = 1 << 62  # the stop of an access to memory whose offset is not known
+
+
+def memory_regions(program: Program) -> dict[int, tuple[int, int, bool]]:
+    """buffer -> (region, delta, whole) for buffers that share memory with other buffers.
+
+    Captured arrays sit at fixed addresses, so those whose bytes overlap are one region
+    and their accesses compare by address (`delta` is the buffer's byte 0 in the region).
+    A device input that overlapped a captured array in the compiling call joins that
+    region with `whole`: its accesses conflict with every access of the region. Buffers
+    absent from the result are regions of their own.
+    """
+    externals = sorted((b.address, b.address + b.nbytes, b.id) for b in program.buffers
+                       if b.kind == EXTERNAL and b.nbytes)
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    hi, first = -1, -1
+    for lo, end, b in externals:
+        parent.setdefault(b, b)
+        if lo < hi:
+            parent[find(b)] = find(first)
+            hi = max(hi, end)
+        else:
+            hi, first = end, b
+    for inp, ext in program.aliased_inputs:
+        parent.setdefault(inp, inp)
+        parent.setdefault(ext, ext)
+        parent[find(inp)] = find(ext)
+    members: dict[int, list[int]] = {}
+    for b in parent:
+        members.setdefault(find(b), []).append(b)
+    regions: dict[int, tuple[int, int, bool]] = {}
+    for group in members.values():
+        if len(group) < 2:
+            continue
+        key = min(group)
+        base = min(program.buffers[b].address for b in group
+                   if program.buffers[b].kind == EXTERNAL)
+        for b in group:
+            buf = program.buffers[b]
+            whole = buf.kind != EXTERNAL
+            regions[b] = (key, 0 if whole else buf.address - base, whole)
+    return regions
+
+
+def region_access(access: Access, regions: dict[int, tuple[int, int, bool]]) -> Access:
+    """`access` in its region's coordinates (itself for a buffer of its own)."""
+    r = regions.get(access.buffer)
+    if r is None:
+        return access
+    key, delta, whole = r
+    if whole:
+        return Access(key, 0, UNBOUNDED if access.stop > access.start else 0, access.mode)
+    return Access(key, access.start + delta, access.stop + delta, access.mode)
 
 
 def op_graph(ops: tuple[Op, ...]) -> nx.DiGraph:
@@ -241,6 +310,8 @@ def verify(program: Program, *, check_order: bool = False) -> Program:
 def _check_order(program: Program) -> None:
     ops = program.ops
     reach = {i: nx.descendants(program.graph, i) for i in range(len(ops))}
+    regions = memory_regions(program)
+    accesses = [[region_access(a, regions) for a in op.accesses] for op in ops]
     for j, later in enumerate(ops):
         for i in range(j):
             earlier = ops[i]
@@ -248,8 +319,8 @@ def _check_order(program: Program) -> None:
                 continue
             if earlier.barrier or later.barrier:
                 raise VerifyError(f"barrier node {i} or {j} is not ordered with the other")
-            for a in earlier.accesses:
-                for b in later.accesses:
+            for a in accesses[i]:
+                for b in accesses[j]:
                     if a.overlaps(b) and (a.writes or b.writes) and a.stop > a.start and b.stop > b.start:
                         raise VerifyError(
                             f"nodes {i} ({earlier.describe()}, {earlier.location}) and {j} "

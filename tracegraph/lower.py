@@ -110,8 +110,15 @@ def _kernel_node(i: int, op: Op, deps: tuple[int, ...],
         raise LoweringError(f"kernel {op.name} is launched with grid {op.griddim} and block "
                             f"{op.blockdim}", where=op.location,
                             fix="use positive dimensions and at most 1024 threads per block")
-    argtypes = tuple(_argtype(a, op) for a in op.args)
-    params = _numba.flatten_params(argtypes, op.args, _view_fields)
+    given = tuple(_argtype(a, op) for a in op.args)
+    try:
+        argtypes = _numba.select_overload(op.kernel, given)
+        params = _numba.flatten_params(argtypes, op.args, _view_fields)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise LoweringError(f"kernel {op.name} cannot be launched with arguments of types "
+                            f"({', '.join(map(str, given))}): {exc}", where=op.location,
+                            fix="pass arguments of the types its signature declares; the "
+                                "same launch run eagerly raises the same error") from exc
     for pos, p in enumerate(params):
         if isinstance(p, Ptr):
             slots.setdefault(p.buffer, []).append((i, pos, p.offset))
@@ -121,7 +128,7 @@ def _kernel_node(i: int, op: Op, deps: tuple[int, ...],
 def _argtype(arg: Any, op: Op) -> Any:
     if isinstance(arg, View):
         layout = _numba.layout_of(arg.shape, arg.strides, arg.itemsize)
-        return _numba.array_type(arg.dtype, len(arg.shape), layout)
+        return _numba.array_type(arg.dtype, len(arg.shape), layout, arg.readonly)
     if isinstance(arg, tuple):
         return _numba.tuple_type([_argtype(a, op) for a in arg])
     ty = _numba.scalar_type(arg)

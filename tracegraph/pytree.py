@@ -1,55 +1,115 @@
-"""Flatten nested tuples/lists/dicts of arguments or results into leaves, and back."""
+"""Nested arguments and results as leaves and a hashable structure, through optree.
+
+Containers are tuples, lists, dicts (keys sorted), namedtuples, OrderedDict, defaultdict,
+deque, dataclasses (registered on first sight, by their init fields) and whatever is
+registered with `tg.register_pytree_node`; None is structure, not a leaf. Everything
+else (arrays, scalars, other objects) is a leaf. The structure (an optree PyTreeSpec)
+is hashable, so it is part of a signature.
+"""
 from __future__ import annotations
 
+import dataclasses
+import threading
 from typing import Any, Callable
 
-# A treedef is ("leaf",) | ("tuple", children) | ("list", children) | ("dict", keys, children)
-# | ("none",) | ("call", positional, keyword pairs). Hashable, so it can be part of a signature.
-LEAF = ("leaf",)
+import optree
+
+NAMESPACE = "tracegraph"
+_register_lock = threading.Lock()
+_leaf_types: dict[type, bool] = {}  # type -> does optree take its instances as leaves?
 
 
-def flatten(obj: Any, path: str = "") -> tuple[list[Any], list[str], Any]:
-    """(leaves, their paths, treedef). None is structure, not a leaf."""
-    leaves: list[Any] = []
-    paths: list[str] = []
-
-    def walk(x: Any, p: str) -> Any:
-        if x is None:
-            return ("none",)
-        if type(x) is tuple or type(x) is list:
-            kind = "tuple" if type(x) is tuple else "list"
-            return (kind, tuple(walk(v, f"{p}[{i}]") for i, v in enumerate(x)))
-        if type(x) is dict:
-            keys = tuple(x.keys())
-            return ("dict", keys, tuple(walk(x[k], f"{p}[{k!r}]") for k in keys))
-        leaves.append(x)
-        paths.append(p)
-        return LEAF
-
-    tree = walk(obj, path)
-    return leaves, paths, tree
+def register_pytree_node(cls: type, flatten: Callable[[Any], tuple[Any, Any]],
+                         unflatten: Callable[[Any, Any], Any]) -> type:
+    """Make instances of `cls` containers for tracegraph: `flatten(obj)` returns
+    (children, aux data) and `unflatten(aux, children)` rebuilds the object."""
+    with _register_lock:
+        optree.register_pytree_node(cls, flatten, unflatten, namespace=NAMESPACE)
+        _leaf_types.clear()
+    return cls
 
 
-def unflatten(tree: Any, leaves: list[Any]) -> Any:
-    it = iter(leaves)
-
-    def build(t: Any) -> Any:
-        tag = t[0]
-        if tag == "leaf":
-            return next(it)
-        if tag == "none":
-            return None
-        if tag == "tuple":
-            return tuple(build(c) for c in t[1])
-        if tag == "list":
-            return [build(c) for c in t[1]]
-        if tag == "call":  # a function call: (positional trees, ((keyword, tree), ...))
-            return tuple(build(c) for c in t[1]), {k: build(c) for k, c in t[2]}
-        return {k: build(c) for k, c in zip(t[1], t[2])}
-
-    return build(tree)
+def _register_dataclass(cls: type) -> None:
+    names = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+    with _register_lock:
+        if cls in _dataclasses_seen:
+            return
+        optree.register_pytree_node(
+            cls, lambda obj: ([getattr(obj, n) for n in names], None, names),
+            lambda _, children: cls(**dict(zip(names, children))), namespace=NAMESPACE,
+            path_entry_type=optree.GetAttrEntry)
+        _dataclasses_seen.add(cls)
+        _leaf_types.clear()
 
 
-def map_leaves(fn: Callable[[Any], Any], obj: Any) -> Any:
-    leaves, _, tree = flatten(obj)
-    return unflatten(tree, [fn(x) for x in leaves])
+_dataclasses_seen: set[type] = set()
+
+
+def _unregistered_dataclasses(leaves: list[Any]) -> set[type]:
+    return {type(x) for x in leaves if dataclasses.is_dataclass(x) and not isinstance(x, type)
+            and type(x) not in _dataclasses_seen}
+
+
+def is_leaf(value: Any) -> bool:
+    """Is `value` a single leaf (so a call made of such values needs no flattening)? Decided
+    once per type: containers are containers by type."""
+    t = type(value)
+    known = _leaf_types.get(t)
+    if known is None:
+        known = _leaf_types[t] = not dataclasses.is_dataclass(t) and optree.tree_structure(
+            value, none_is_leaf=False, namespace=NAMESPACE).is_leaf()
+    return known
+
+
+def structure(obj: Any) -> Any:
+    """The structure of `obj` (what `flatten` returns third), without the leaves."""
+    return flatten(obj)[2]
+
+
+def flatten(obj: Any, names: Callable[[Any], str] | str = "") -> tuple[list, list[str], Any]:
+    """(leaves, their paths, structure). `names` is the root's name, or a function from a
+    leaf's optree accessor to its path."""
+    while True:
+        accessors, leaves, spec = optree.tree_flatten_with_accessor(
+            obj, none_is_leaf=False, namespace=NAMESPACE)
+        new = _unregistered_dataclasses(leaves)
+        if not new:
+            break
+        for cls in new:
+            _register_dataclass(cls)
+    if callable(names):
+        paths = [names(a) for a in accessors]
+    else:
+        paths = [a.codify(names) for a in accessors]
+    return leaves, paths, spec
+
+
+def unflatten(spec: Any, leaves: list[Any]) -> Any:
+    return optree.tree_unflatten(spec, leaves)
+
+
+def leaf_count(spec: Any) -> int:
+    return spec.num_leaves
+
+
+def describe(spec: Any) -> str:
+    """What a (sub)structure is, for messages: "None", "a tuple of 2", "a dict with keys
+    ['a']", "a Point"."""
+    kind = spec.kind
+    if kind == optree.PyTreeKind.NONE:
+        return "None"
+    if kind in (optree.PyTreeKind.DICT, optree.PyTreeKind.ORDEREDDICT,
+                optree.PyTreeKind.DEFAULTDICT):
+        return f"a {spec.type.__name__} with keys {list(spec.entries())}"
+    if kind in (optree.PyTreeKind.TUPLE, optree.PyTreeKind.LIST, optree.PyTreeKind.DEQUE):
+        return f"a {spec.type.__name__} of {spec.num_children}"
+    return f"a {spec.type.__name__}"
+
+
+def child_path(path: str, spec: Any, entry: Any) -> str:
+    """The path of one child of a container at `path`."""
+    if spec.kind == optree.PyTreeKind.NAMEDTUPLE:
+        return f"{path}.{spec.type._fields[entry]}"
+    if spec.kind == optree.PyTreeKind.CUSTOM and spec.type in _dataclasses_seen:
+        return f"{path}.{entry}"
+    return f"{path}[{entry!r}]"

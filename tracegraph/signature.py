@@ -26,7 +26,7 @@ def describe_mismatch(program: Program, call: Any,
     expected = program.inputs
     if program.input_tree != call.tree:
         diffs: list[str] = []
-        _tree_diffs(program.input_tree, call.tree, "", (0, 0), diffs,
+        _call_diffs(program.input_tree, call.tree, diffs,
                     _Describer(program, call, positional_names))
         return diffs or [f"expected arguments {[i.path for i in expected]}, got {call.paths} "
                          "(a different number or nesting of arguments)"]
@@ -79,71 +79,57 @@ class _Describer:
         self.inputs, self.call, self.positional_names = program.inputs, call, positional_names
 
     def want(self, tree: Any, leaf: int) -> str:
-        if tree != pytree.LEAF:
-            return _container(tree)
+        if not tree.is_leaf():
+            return pytree.describe(tree)
         inp = self.inputs[leaf]
         if inp.kind == "static":
             return f"the value {inp.value!r}"
         return f"a {_fmt(inp.dtype, inp.shape, inp.placement)} array"
 
     def got(self, tree: Any, leaf: int) -> str:
-        if tree != pytree.LEAF:
-            return _container(tree)
+        if not tree.is_leaf():
+            return pytree.describe(tree)
         info, value = self.call.infos[leaf], self.call.leaves[leaf]
         if info is not None:
             return f"a {_fmt(info.dtype, info.shape, info.placement)} array"
         return f"{type(value).__name__} {value!r:.40}"
 
 
-def _container(tree: Any) -> str:
-    tag = tree[0]
-    if tag == "none":
-        return "None"
-    if tag == "dict":
-        return f"a dict with keys {list(tree[1])}"
-    return f"a {tag} of {len(tree[1])}"
+def _same_node(a: Any, b: Any) -> bool:
+    return (not a.is_leaf() and not b.is_leaf() and a.kind == b.kind and a.type == b.type
+            and list(a.entries()) == list(b.entries()))
 
 
-def _leaf_count(tree: Any) -> int:
-    if tree == pytree.LEAF:
-        return 1
-    children = {"tuple": 1, "list": 1, "dict": 2}.get(tree[0])
-    if children is None:
-        return 0
-    return sum(_leaf_count(c) for c in tree[children])
+def _call_diffs(want: Any, got: Any, diffs: list[str], d: _Describer) -> None:
+    """The whole call, (positional arguments, keyword arguments): argument by argument."""
+    (wpos, wkw), (gpos, gkw) = want.children(), got.children()
+    w = g = 0
+    names = d.positional_names(max(wpos.num_children, gpos.num_children))
+    wp, gp = wpos.children(), gpos.children()
+    for k, name in enumerate(names):
+        w, g = _child_diffs(wp[k] if k < len(wp) else None, gp[k] if k < len(gp) else None,
+                            name, (w, g), diffs, d)
+    wk, gk = dict(zip(wkw.entries(), wkw.children())), dict(zip(gkw.entries(), gkw.children()))
+    for name in sorted(set(wk) | set(gk)):
+        w, g = _child_diffs(wk.get(name), gk.get(name), str(name), (w, g), diffs, d)
 
 
 def _tree_diffs(want: Any, got: Any, path: str, at: tuple[int, int], diffs: list[str],
                 d: _Describer) -> tuple[int, int]:
-    """Walk the compiled and the new argument trees side by side and describe each place
-    where their structure differs. `at` counts the leaves before this subtree in each."""
+    """Walk the compiled and the new argument structures side by side and describe each
+    place where they differ. `at` counts the leaves before this subtree in each."""
     w, g = at
     if want == got:
-        n = _leaf_count(want)
-        return (w + n, g + n)
-    if want[0] == got[0] == "call":
-        wpos, gpos = want[1], got[1]
-        names = d.positional_names(max(len(wpos), len(gpos)))
-        for k, name in enumerate(names):
-            a = wpos[k] if k < len(wpos) else None
-            b = gpos[k] if k < len(gpos) else None
-            w, g = _child_diffs(a, b, name, (w, g), diffs, d)
-        wkw, gkw = dict(want[2]), dict(got[2])
-        for name in list(wkw) + [k for k in gkw if k not in wkw]:
-            w, g = _child_diffs(wkw.get(name), gkw.get(name), name, (w, g), diffs, d)
+        return (w + want.num_leaves, g + got.num_leaves)
+    if _same_node(want, got):
+        for entry, a, b in zip(want.entries(), want.children(), got.children()):
+            w, g = _tree_diffs(a, b, pytree.child_path(path, want, entry), (w, g), diffs, d)
         return (w, g)
-    same_kind = want[0] == got[0] and len(want[1]) == len(got[1])
-    if same_kind and want[0] in ("tuple", "list"):
-        for k, (a, b) in enumerate(zip(want[1], got[1])):
-            w, g = _tree_diffs(a, b, f"{path}[{k}]", (w, g), diffs, d)
-        return (w, g)
-    if same_kind and want[0] == "dict" and want[1] == got[1]:
-        for key, a, b in zip(want[1], want[2], got[2]):
-            w, g = _tree_diffs(a, b, f"{path}[{key!r}]", (w, g), diffs, d)
-        return (w, g)
-    nesting = "" if "none" in (want[0], got[0]) else " (a different nesting of arguments)"
+    none = "None" in (pytree.describe(want) if not want.is_leaf() else "",
+                      pytree.describe(got) if not got.is_leaf() else "")
+    nesting = "" if none else " (a different nesting of arguments)"
     diffs.append(f"argument {path}: expected {d.want(want, w)}, got {d.got(got, g)}{nesting}")
-    return (w + _leaf_count(want), g + _leaf_count(got))
+    return (w + want.num_leaves, g + got.num_leaves)
 
 
 def _child_diffs(want: Any, got: Any, path: str, at: tuple[int, int], diffs: list[str],
@@ -152,10 +138,10 @@ def _child_diffs(want: Any, got: Any, path: str, at: tuple[int, int], diffs: lis
     w, g = at
     if want is None:
         diffs.append(f"argument {path}: not in the compiled call, got {d.got(got, g)}")
-        return (w, g + _leaf_count(got))
+        return (w, g + got.num_leaves)
     if got is None:
         diffs.append(f"argument {path}: expected {d.want(want, w)}, got nothing")
-        return (w + _leaf_count(want), g)
+        return (w + want.num_leaves, g)
     return _tree_diffs(want, got, path, at, diffs, d)
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
+import operator
+from dataclasses import replace
 import warnings
 import weakref
 from typing import Any, Callable, Iterable
@@ -13,7 +16,8 @@ import numpy as np
 from . import _numba, arrays, checks, pytree
 from .errors import TraceError
 from .array import Array
-from .ir import (DEVICE_INPUT, EXTERNAL, HOST_INPUT, STAGING, TEMP, Access, Buffer, InputLeaf,
+from .ir import (DEVICE_INPUT, EXTERNAL, HOST_CONSTANT, HOST_INPUT, STAGING, TEMP, Access, Buffer,
+                 InputLeaf,
                  Op, OutputLeaf, Program, View, op_graph)
 from .location import user_location
 
@@ -48,19 +52,29 @@ def access(kernel: Any, *, reads: Iterable[str | int] = (), writes: Iterable[str
     return kernel
 
 
-def _param_modes(kernel: Any, ndims: tuple[int | None, ...]) -> tuple[str, ...]:
-    declared = _declared.get(kernel)
-    if declared is not None:
-        reads, writes = declared
-        return tuple(("w" if i in writes and i not in reads else
-                      "rw" if i in writes else "r") if nd is not None else ""
-                     for i, nd in enumerate(ndims))
+def _kernel_access(kernel: Any, ndims: tuple[int | None, ...],
+                   records: frozenset[int]) -> _numba.KernelAccess:
+    """What a launch touches: declared (tg.access) or inferred for its parameters, always
+    inferred for the arrays the kernel names as globals or closure variables."""
     try:
-        return _numba.infer_param_access(kernel, ndims)
+        inferred = _numba.infer_kernel_access(kernel, ndims, records)
     except Exception as exc:  # noqa: BLE001 - unreadable IR: assume everything is touched
         log.debug("access inference failed for %s (%s); assuming read+write",
                   _numba.kernel_name(kernel), exc)
-        return tuple("rw" if nd is not None else "" for nd in ndims)
+        inferred = None
+    declared = _declared.get(kernel)
+    if declared is not None:
+        reads, writes = declared
+        params = tuple(("w" if i in writes and i not in reads else
+                        "rw" if i in writes else "r") if nd is not None else ""
+                       for i, nd in enumerate(ndims))
+        return _numba.KernelAccess(params, frozenset(writes),
+                                   inferred.globals if inferred is not None else
+                                   _numba.unknown_globals(kernel))
+    if inferred is None:
+        return _numba.KernelAccess(tuple("rw" if nd is not None else "" for nd in ndims),
+                                   frozenset(), _numba.unknown_globals(kernel))
+    return inferred
 
 
 # ---------------------------------------------------------------------------
@@ -75,26 +89,45 @@ def _active(fn_name: str) -> "Tracer":
     return tracer
 
 
+MAX_BYTES = 2**63 - 1  # Numba indexes memory with int64
+
+
 def _shape(shape: Any) -> tuple[int, ...]:
-    return (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+    """A shape as ints: integers only (2.0 is refused, as NumPy refuses it)."""
+    try:
+        return (operator.index(shape),) if np.ndim(shape) == 0 else \
+            tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TraceError(f"shape {shape!r} is not a tuple of integers", where=user_location(3),
+                         fix="pass integer dimensions, e.g. tg.empty((n, 4))") from None
+
+
+def _dtype(dtype: Any) -> np.dtype:
+    dt = np.dtype(dtype)
+    problem = _numba.dtype_problem(dt)
+    if problem is not None:
+        raise TraceError(f"dtype {dt} cannot live in a graph-owned array: {problem}",
+                         where=user_location(3),
+                         fix="use a numeric, boolean, datetime or record dtype")
+    return dt
 
 
 def empty(shape: Any, dtype: Any = np.float64) -> Array:
     """A graph-owned array; its contents are undefined until a kernel writes them."""
-    return _active("empty").new_array(_shape(shape), np.dtype(dtype), zero=False)
+    return _active("empty").new_array(_shape(shape), _dtype(dtype), zero=False)
 
 
 def zeros(shape: Any, dtype: Any = np.float64) -> Array:
     """A graph-owned array set to zero by a memset node, on every replay."""
-    return _active("zeros").new_array(_shape(shape), np.dtype(dtype), zero=True)
+    return _active("zeros").new_array(_shape(shape), _dtype(dtype), zero=True)
 
 
 def empty_like(a: Any, dtype: Any = None) -> Array:
-    return _active("empty_like").new_array(tuple(a.shape), np.dtype(dtype or a.dtype), zero=False)
+    return _active("empty_like").new_array(_shape(a.shape), _dtype(dtype or a.dtype), zero=False)
 
 
 def zeros_like(a: Any, dtype: Any = None) -> Array:
-    return _active("zeros_like").new_array(tuple(a.shape), np.dtype(dtype or a.dtype), zero=True)
+    return _active("zeros_like").new_array(_shape(a.shape), _dtype(dtype or a.dtype), zero=True)
 
 
 def record(event: Any, *arrays_: Array) -> None:
@@ -133,9 +166,9 @@ class Tracer:
         self._warned_stream = False
 
     def new_buffer(self, nbytes: int, kind: str, name: str = "", *, input_index: int | None = None,
-                   external: Any = None) -> int:
+                   external: Any = None, address: int = 0) -> int:
         b = Buffer(len(self.buffers), int(nbytes), kind, name or f"{kind}{len(self.buffers)}",
-                   input_index, external)
+                   input_index, external, address)
         self.buffers.append(b)
         return b.id
 
@@ -143,7 +176,11 @@ class Tracer:
         if any(s < 0 for s in shape):
             raise TraceError(f"negative dimension in shape {shape}", where=user_location(3),
                              fix="check the shape")
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize  # Python ints: no wrap-around
+        if nbytes > MAX_BYTES:
+            raise TraceError(f"an array of shape {shape} and dtype {dtype} would take "
+                             f"{nbytes} bytes, more than any device can address",
+                             where=user_location(3), fix="check the shape")
         buf = self.new_buffer(nbytes, TEMP)
         view = View(buf, 0, shape, arrays.contiguous_strides(shape, dtype.itemsize), dtype)
         if zero and nbytes:
@@ -182,16 +219,42 @@ class Tracer:
                           stacklevel=4)
         traced_args = tuple(self._arg(a, name, where, i) for i, a in enumerate(args))
         ndims = tuple(_rank(a) for a in traced_args)
-        modes = _param_modes(kernel, ndims)
+        records = frozenset(i for i, a in enumerate(traced_args)
+                            if any(v.dtype.names for v in _views(a)))
+        found = _kernel_access(kernel, ndims, records)
         accesses = []
-        for arg, mode in zip(traced_args, modes):
+        for i, (arg, mode) in enumerate(zip(traced_args, found.params)):
             if mode:
                 for v in _views(arg):
+                    if v.readonly and "w" in mode and i in found.stored:
+                        raise TraceError(f"kernel {name} stores to argument {i}, a read-only "
+                                         "array (eager Numba refuses to compile that)",
+                                         where=where,
+                                         fix="pass a writable array (e.g. a copy), or do not "
+                                             "write it in the kernel")
                     start, stop = v.byte_range()
                     accesses.append(Access(v.buffer, start, stop, mode))
+        accesses += self._captured_accesses(found.globals, name, where)
         self.ops.append(Op("kernel", name, tuple(accesses), where, kernel=kernel,
                            griddim=_dim3(griddim), blockdim=_dim3(blockdim),
                            sharedmem=int(sharedmem or 0), args=traced_args))
+
+    def _captured_accesses(self, found: tuple, kernel: str, where: str) -> list[Access]:
+        """Accesses to the device arrays a kernel names as globals or closure variables:
+        their whole bytes, in the mode the kernel uses them."""
+        out = []
+        for ref, mode in found:
+            for obj in _device_arrays(ref.resolve()):
+                if isinstance(obj, Array):
+                    raise TraceError(f"kernel {kernel} names a traced array through "
+                                     f"{ref.describe()}", where=where,
+                                     fix="pass traced arrays to kernels as arguments")
+                info = arrays.describe(obj)
+                if info is None or info.placement != arrays.DEVICE:
+                    continue
+                buf = self._external(obj, info).buffer
+                out.append(Access(buf, 0, self.buffers[buf].nbytes, mode))
+        return out
 
     def _arg(self, a: Any, kernel: str, where: str, i: int) -> Any:
         if isinstance(a, Array):
@@ -216,15 +279,16 @@ class Tracer:
                              "of these")
 
     def _external(self, obj: Any, info: arrays.ArrayInfo) -> View:
-        """A device array captured from outside: baked into the graph by address."""
+        """A device array captured from outside: baked into the graph by address. Captured
+        arrays whose bytes overlap share memory (ir.memory_regions orders them)."""
         lo, hi = info.extent
         buf = self._externals.get(id(obj))
         if buf is None:
             buf = self.new_buffer(hi - lo, EXTERNAL, f"captured{len(self._external_refs)}",
-                                  external=obj)
+                                  external=obj, address=lo)
             self._externals[id(obj)] = buf
             self._external_refs.append(obj)
-        return View(buf, info.ptr - lo, info.shape, info.strides, info.dtype)
+        return View(buf, info.ptr - lo, info.shape, info.strides, info.dtype, info.readonly)
 
     def record_event(self, kind: str, event: Any, arrays_: tuple, mode: str) -> None:
         views = [self.view_of(a) for a in arrays_]
@@ -238,6 +302,61 @@ class Tracer:
         name = getattr(fn, "__name__", "callback")
         self.ops.append(Op("host", name, accesses, user_location(3), payload=fn,
                            barrier=not views))
+
+    # -- Numba's host API called while tracing (_numba/hooks.py) --------------
+    def device_array(self, shape: Any, dtype: Any, order: str = "C") -> Array:
+        """cuda.device_array inside a traced function: a graph-owned array."""
+        shape = _shape(shape)
+        if order == "F":
+            return self.new_array(shape[::-1], _dtype(dtype), zero=False).T
+        return self.new_array(shape, _dtype(dtype), zero=False)
+
+    def host_to_device(self, host: Any, dst: View | None, where: str) -> Array | None:
+        """cuda.to_device(host) (dst None: into a new graph-owned array) or a copy of host
+        data into `dst`, as eager Numba does it on every call: the graph copies the held
+        host array's current contents in on every replay."""
+        if isinstance(host, Array):
+            raise TraceError("cuda.to_device() got a traced array, which already is on the "
+                             "device", where=where, fix="use it directly, or tg.ops.copy")
+        data = np.asarray(host)
+        problem = _numba.dtype_problem(data.dtype)
+        if problem is not None:
+            raise TraceError(f"cuda.to_device() of a {data.dtype} array: {problem}",
+                             where=where, fix="copy numeric data")
+        if dst is None:
+            dst = self.new_array(tuple(data.shape), data.dtype, zero=False)._view
+        elif dst.size != data.size or dst.dtype != data.dtype or not dst.is_c_contiguous():
+            raise TraceError(f"copying a {data.dtype}{list(data.shape)} host array into a "
+                             f"{dst.dtype}{list(dst.shape)} device array", where=where,
+                             fix="copy into a contiguous device array of the same size and "
+                                 "dtype")
+        nbytes = data.size * data.dtype.itemsize
+        held = self.new_buffer(nbytes, HOST_CONSTANT, "host constant", external=host)
+        start, _ = dst.byte_range()
+        self.copy(_bytes_view(dst.buffer, start, nbytes), _bytes_view(held, 0, nbytes),
+                  "copy in a host array", "constant", where)
+        return Array(self, dst)
+
+    def device_copy(self, dst: View, src: View, where: str) -> None:
+        """One device array copied into another (copy_to_device of a device array)."""
+        if dst.shape != src.shape or dst.dtype != src.dtype or not (
+                dst.is_c_contiguous() and src.is_c_contiguous()):
+            raise TraceError(f"copying a {src.dtype}{list(src.shape)} device array into a "
+                             f"{dst.dtype}{list(dst.shape)} one", where=where,
+                             fix="copy between contiguous arrays of one shape and dtype, or "
+                                 "use tg.ops.copy")
+        (a, b), (c, _) = dst.byte_range(), src.byte_range()
+        self.copy(_bytes_view(dst.buffer, a, b - a), _bytes_view(src.buffer, c, b - a),
+                  "device copy", None, where)
+
+    def view_or_external(self, obj: Any) -> View | None:
+        """The view a traced array or a captured device array stands for, or None."""
+        if isinstance(obj, Array):
+            return self.view_of(obj)
+        info = arrays.describe(obj)
+        if info is not None and info.placement == arrays.DEVICE:
+            return self._external(obj, info)
+        return None
 
     def copy(self, dst: View, src: View, name: str, role: str | None = None,
              where: str = "") -> None:
@@ -257,6 +376,14 @@ def _dim3(d: Any) -> tuple[int, int, int]:
         return (int(d), 1, 1)
     d = tuple(int(x) for x in d)
     return d + (1,) * (3 - len(d))
+
+
+def _device_arrays(value: Any) -> list[Any]:
+    """The arrays a captured global holds (itself, or the members of a tuple)."""
+    if type(value) is tuple:
+        return [a for v in value for a in _device_arrays(v)]
+    return [value] if value is not None and not isinstance(value, (int, float, complex, str)) \
+        else []
 
 
 def _views(arg: Any) -> list[View]:
@@ -311,7 +438,24 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     inputs = _mark_written_and_write_back(tracer, inputs)
     ops = tuple(tracer.ops)
     return Program(name, ops, tuple(tracer.buffers), tuple(inputs), tree, tuple(outputs),
-                   out_tree, op_graph(ops), device_mode)
+                   out_tree, op_graph(ops), device_mode,
+                   aliased_inputs(tracer.buffers, inputs, infos))
+
+
+def aliased_inputs(buffers: list[Buffer], inputs: list[InputLeaf],
+                   infos: list[arrays.ArrayInfo | None]) -> frozenset[tuple[int, int]]:
+    """(device input buffer, captured buffer) pairs whose bytes overlap in this call."""
+    captured = [(b.address, b.address + b.nbytes, b.id) for b in buffers
+                if b.kind == EXTERNAL and b.nbytes]
+    if not captured:
+        return frozenset()
+    pairs = set()
+    for inp in inputs:
+        if inp.kind != "array" or inp.staging is not None:
+            continue
+        lo, hi = infos[inp.index].extent
+        pairs.update((inp.buffer, b) for x, y, b in captured if x < hi and lo < y)
+    return frozenset(pairs)
 
 
 def _def_location(fn: Callable) -> str:
@@ -338,6 +482,11 @@ def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
             inputs.append(InputLeaf(i, path, "static", value=leaf))
             stand_ins.append(leaf)
             continue
+        problem = _numba.dtype_problem(info.dtype)
+        if problem is not None:
+            raise TraceError(f"argument {path} is an array of dtype {info.dtype}, which cannot "
+                             f"be passed to a CUDA kernel: {problem}", where=user_location(4),
+                             fix="pass an array of a numeric, boolean, datetime or record dtype")
         first, delta = g
         if first not in group_buffers:
             nbytes = spans[first]
@@ -352,7 +501,8 @@ def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
             group_buffers[first] = (buf, staging)
         buf, staging = group_buffers[first]
         lo, _ = info.extent
-        view = View(buf, delta + info.ptr - lo, tuple(info.shape), tuple(info.strides), info.dtype)
+        view = View(buf, delta + info.ptr - lo, tuple(info.shape), tuple(info.strides), info.dtype,
+                    info.readonly)
         inputs.append(InputLeaf(i, path, "array", info.placement, view.shape, info.dtype,
                                 view.strides, buf, staging, view))
         stand_ins.append(Array(tracer, view))
@@ -401,23 +551,29 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
 
 
 def _mark_written_and_write_back(tracer: Tracer, inputs: list[InputLeaf]) -> list[InputLeaf]:
-    """Flag the inputs some op writes; copy written NumPy inputs back to pinned staging."""
-    written = {a.buffer for op in tracer.ops
-               if not (op.kind == "memcpy" and op.payload == "input")
-               for a in op.accesses if a.writes}
+    """Flag the inputs whose bytes some op writes; copy written NumPy input buffers back to
+    pinned staging (the backends copy a written leaf's own elements from there into the
+    caller's array: never the bytes between a strided view's elements)."""
+    writes: dict[int, list[tuple[int, int]]] = {}
+    for op in tracer.ops:
+        if op.kind == "memcpy" and op.payload == "input":
+            continue
+        for a in op.accesses:
+            if a.writes and a.stop > a.start:
+                writes.setdefault(a.buffer, []).append((a.start, a.stop))
     copied_back = set()
     out = []
     for inp in inputs:
         if inp.kind != "array":
             out.append(inp)
             continue
-        is_written = inp.buffer in written
-        if is_written and inp.placement == arrays.HOST and inp.buffer not in copied_back:
+        lo, hi = inp.view.byte_range()
+        is_written = any(s < hi and lo < e for s, e in writes.get(inp.buffer, ()))
+        if is_written and not inp.view.readonly and inp.placement == arrays.HOST and \
+                inp.buffer not in copied_back:
             copied_back.add(inp.buffer)
             n = tracer.buffers[inp.buffer].nbytes
             tracer.copy(_bytes_view(inp.staging, 0, n), _bytes_view(inp.buffer, 0, n),
                         f"write back {inp.path}", "write-back")
-        out.append(InputLeaf(inp.index, inp.path, inp.kind, inp.placement, inp.shape, inp.dtype,
-                             inp.strides, inp.buffer, inp.staging, inp.view, inp.value,
-                             is_written))
+        out.append(replace(inp, written=is_written))
     return out

@@ -10,7 +10,8 @@
 """
 from __future__ import annotations
 
-from .access import infer_param_access
+from .access import (GlobalRef, KernelAccess, infer_kernel_access, infer_param_access,
+                     unknown_globals)
 from .devicearrays import (allocation_refs, device_address, device_bytes, device_view,
                            is_device_array_type, is_simulated_device_array,
                            is_simulated_device_array_type, simulated_device_array_host,
@@ -18,12 +19,17 @@ from .devicearrays import (allocation_refs, device_address, device_bytes, device
 from .hooks import current_tracer, install_hooks, set_tracer
 from .kernels import (SIMULATOR, is_kernel, kernel_is_debug, kernel_name, kernel_py_func,
                       uses_grid_sync)
-from .layout import (CScalar, Ptr, array_type, compiled_kernel, flatten_params, layout_of,
-                     ptx_for, scalar_type, tuple_type)
+from .layout import (CScalar, Ptr, array_type, compiled_kernel, dtype_problem, flatten_params,
+                     layout_of, ptx_for, record_simulator_signatures, scalar_type,
+                     select_overload, simulator_scalar, tuple_type)
 from .simulate import run_simulated, simulator_array, simulator_kernel, simulator_lock
 
+if SIMULATOR:
+    record_simulator_signatures()
+
 __all__ = [
-    "SIMULATOR", "CScalar", "Ptr", "allocation_refs", "array_type", "compiled_kernel",
+    "SIMULATOR", "CScalar", "GlobalRef", "KernelAccess", "Ptr", "dtype_problem",
+    "infer_kernel_access", "select_overload", "simulator_scalar", "unknown_globals", "allocation_refs", "array_type", "compiled_kernel",
     "current_tracer", "device_address", "device_bytes", "device_view", "flatten_params",
     "infer_param_access", "install_hooks", "is_device_array_type", "is_kernel",
     "is_simulated_device_array", "is_simulated_device_array_type", "kernel_is_debug",

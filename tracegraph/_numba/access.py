@@ -1,8 +1,16 @@
-"""Read/write inference from a kernel's untyped Numba IR."""
+"""Read/write inference from a kernel's untyped Numba IR.
+
+Every array a kernel can reach is accounted for: its parameters (also through `*args`,
+tuples, views and record elements) and the device arrays its code names as globals or
+closure variables (Numba captures those by address), in the kernel and in the device
+functions it calls. Whatever the analysis cannot follow is read and written.
+"""
 from __future__ import annotations
 
+import inspect
 import threading
 import weakref
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from .kernels import is_device_function, kernel_py_func
@@ -10,49 +18,146 @@ from .kernels import is_device_function, kernel_py_func
 _META_ATTRS = frozenset({"shape", "size", "ndim", "dtype", "strides", "itemsize", "nbytes",
                          "layout"})
 _NO_ACCESS_GLOBALS = frozenset({len})
-_inference_cache: "weakref.WeakKeyDictionary[Callable, dict]" = weakref.WeakKeyDictionary()
+_inference_cache: weakref.WeakKeyDictionary[Callable, dict] = weakref.WeakKeyDictionary()
 _inference_lock = threading.Lock()
 
 
+@dataclass(frozen=True)
+class GlobalRef:
+    """A device array a kernel names by a global or closure variable: found again from the
+    function's namespace at every trace, so a rebound name is followed."""
+    func: Any                 # a weak reference to the Python function whose namespace holds it
+    path: tuple[str, ...]     # ("name", "attr", ...) or ("<closure>", name, "attr", ...)
+
+    def resolve(self) -> Any:
+        func = self.func()
+        if func is None:
+            return None
+        head, rest = self.path[0], self.path[1:]
+        if head == "<closure>":
+            names = func.__code__.co_freevars
+            cell = (func.__closure__ or ())[names.index(rest[0])]
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                return None
+            rest = rest[1:]
+        else:
+            value = func.__globals__.get(head)
+        for attr in rest:
+            value = getattr(value, attr, None)
+        return value
+
+    def describe(self) -> str:
+        func = self.func()
+        where = getattr(func, "__name__", "?")
+        path = self.path[1:] if self.path[0] == "<closure>" else self.path
+        return f"{'.'.join(path)} (named in {where})"
+
+
+@dataclass(frozen=True)
+class KernelAccess:
+    """What one launch of a kernel can touch.
+
+    params:  per launch argument, "" (untouched), "r", "w" or "rw"
+    stored:  arguments the kernel certainly stores to (not only through unseen calls)
+    globals: (GlobalRef, mode) for each global or closure variable that may hold arrays
+    """
+    params: tuple[str, ...]
+    stored: frozenset[int]
+    globals: tuple[tuple[GlobalRef, str], ...]
+
+
 def infer_param_access(kernel: Any, ndims: tuple[int | None, ...]) -> tuple[str, ...]:
-    """For each parameter: "" (untouched), "r", "w" or "rw", from the kernel's Numba IR.
+    """For each argument: "" (untouched), "r", "w" or "rw" (see infer_kernel_access)."""
+    return infer_kernel_access(kernel, ndims).params
+
+
+def infer_kernel_access(kernel: Any, ndims: tuple[int | None, ...],
+                        records: frozenset[int] = frozenset()) -> KernelAccess:
+    """What a launch with arguments of these ranks can touch, from the kernel's Numba IR.
 
     `ndims[i]` is the array rank of argument i, -1 for a tuple (its members share one
-    answer), None for a scalar. A parameter passed to a call the analysis cannot see
-    through counts as read and written.
+    answer), None for a scalar; `records` the arguments whose dtype is a record. A
+    parameter passed to a call the analysis cannot see through counts as read and
+    written.
     """
     func = kernel_py_func(kernel)
+    key = (ndims, records)
     with _inference_lock:
         per_func = _inference_cache.setdefault(func, {})
-        if ndims not in per_func:
-            per_func[ndims] = _infer(func, ndims, frozenset())
-        return per_func[ndims]
+        if key not in per_func:
+            per_func[key] = _infer_launch(func, ndims, records)
+        return per_func[key]
 
 
-def _infer(func: Callable, ndims: tuple[int | None, ...], active: frozenset) -> tuple[str, ...]:
-    return _AccessInference(func, ndims, active).run()
+def _infer_launch(func: Callable, ndims: tuple[int | None, ...],
+                  records: frozenset[int]) -> KernelAccess:
+    """Map a launch's arguments onto the function's parameters (`*args` collects the rest
+    as one tuple), infer, and map the answer back per argument."""
+    code = func.__code__
+    nfixed = code.co_argcount
+    if not code.co_flags & inspect.CO_VARARGS or len(ndims) <= nfixed:
+        return _infer(func, ndims, records, frozenset())
+    rest = ndims[nfixed:]
+    star = -1 if any(r is not None for r in rest) else None
+    inner = _infer(func, ndims[:nfixed] + (star,),
+                   frozenset(r for r in records if r < nfixed), frozenset())
+    star_mode = inner.params[nfixed] if len(inner.params) > nfixed else "rw"
+    params = inner.params[:nfixed] + tuple(star_mode if r is not None else "" for r in rest)
+    stored = {p for p in inner.stored if p < nfixed}
+    if nfixed in inner.stored:
+        stored.update(i for i, r in enumerate(ndims) if i >= nfixed and r is not None)
+    return KernelAccess(params, frozenset(stored), inner.globals)
+
+
+def _infer(func: Callable, ndims: tuple[int | None, ...], records: frozenset[int],
+           active: frozenset) -> KernelAccess:
+    return _AccessInference(func, ndims, records, active).run()
+
+
+def _is_device_array(value: Any) -> bool:
+    """Numba device arrays and anything exposing the CUDA Array Interface (captured by
+    address); NumPy globals are compile-time constants."""
+    from .devicearrays import is_simulated_device_array
+    return hasattr(type(value), "__cuda_array_interface__") or is_simulated_device_array(value)
+
+
+def _holds_arrays(value: Any) -> bool:
+    if _is_device_array(value):
+        return True
+    return type(value) is tuple and any(_holds_arrays(v) for v in value)
 
 
 class _AccessInference:
-    """Walks untyped Numba IR: which parameters are stored to, read, or escape into calls."""
+    """Walks untyped Numba IR: which parameters and captured arrays are stored to, read,
+    or escape into calls.
 
-    def __init__(self, func: Callable, ndims: tuple[int | None, ...], active: frozenset):
+    A source is a parameter index or a ("global", key) pair; aliases map a variable to
+    the sources it may view, with their remaining rank (-1: unknown, maybe an array;
+    0: an element of a record array, through which fields are written).
+    """
+
+    def __init__(self, func: Callable, ndims: tuple[int | None, ...], records: frozenset[int],
+                 active: frozenset):
         from numba.core.compiler import run_frontend
         self.func = func
         self.active = active | {func}
         self.fir = run_frontend(func)
         self.nparams = len(self.fir.arg_names)
         self.ndims = tuple(ndims[:self.nparams]) + (None,) * max(0, self.nparams - len(ndims))
-        self.reads: set[int] = set()
-        self.writes: set[int] = set()
-        # var name -> {(param, rank)}; rank -1 means "unknown: maybe an array"
-        self.alias: dict[str, set[tuple[int, int]]] = {}
+        self.records: set[Any] = set(records)
+        self.reads: set[Any] = set()
+        self.writes: set[Any] = set()
+        self.stored: set[Any] = set()
+        self.alias: dict[str, set[tuple[Any, int]]] = {}
         self.slices: set[str] = set()          # vars holding a slice object
         self.index_rank: dict[str, int] = {}   # tuple-index vars: how many dims they consume
-        self.methods: dict[str, set[int]] = {}  # vars holding a bound method of an array
-        self.globals: dict[str, Any] = {}
+        self.methods: dict[str, set[Any]] = {}  # vars holding a bound method of an array
+        self.globals: dict[str, tuple[Any, tuple[str, ...]]] = {}  # var -> (value, path)
+        self.refs: dict[Any, GlobalRef] = {}   # ("global", key) -> where to find it
 
-    def run(self) -> tuple[str, ...]:
+    def run(self) -> KernelAccess:
         from numba.core import ir
         stmts = [s for block in self.fir.blocks.values() for s in block.body]
         for _ in range(10):  # fixed point: loops can use a var before its textual definition
@@ -60,8 +165,8 @@ class _AccessInference:
             for stmt in stmts:
                 if isinstance(stmt, ir.Assign):
                     self._assign(stmt.target.name, stmt.value)
-                elif isinstance(stmt, (ir.SetItem, ir.StaticSetItem)):
-                    self.writes.update(self._params(stmt.target))
+                elif isinstance(stmt, (ir.SetItem, ir.StaticSetItem, ir.SetAttr)):
+                    self._store(stmt.target)
                     self._read(stmt.value)
                     if isinstance(stmt, ir.SetItem):
                         self._read(stmt.index)
@@ -70,26 +175,36 @@ class _AccessInference:
                         self._read(var)
             if self._size() == before:
                 break
-        return tuple(("r" if i in self.reads else "") + ("w" if i in self.writes else "")
-                     for i in range(self.nparams))
+        params = tuple(("r" if i in self.reads else "") + ("w" if i in self.writes else "")
+                       for i in range(self.nparams))
+        found = tuple((ref, ("r" if s in self.reads else "") + ("w" if s in self.writes else ""))
+                      for s, ref in self.refs.items() if s in self.reads or s in self.writes)
+        stored = frozenset(s for s in self.stored if isinstance(s, int))
+        return KernelAccess(params, stored, found)
 
     def _size(self) -> tuple[int, ...]:
-        return (len(self.reads), len(self.writes), sum(map(len, self.alias.values())),
-                sum(map(len, self.methods.values())), len(self.slices), len(self.index_rank))
+        return (len(self.reads), len(self.writes), len(self.stored),
+                sum(map(len, self.alias.values())), sum(map(len, self.methods.values())),
+                len(self.slices), len(self.index_rank), len(self.globals))
 
-    def _params(self, var: Any) -> set[int]:
+    def _sources(self, var: Any) -> set[Any]:
         return {p for p, _ in self.alias.get(var.name, ())}
+
+    def _store(self, target: Any) -> None:
+        sources = self._sources(target)
+        self.writes.update(sources)
+        self.stored.update(sources)
 
     def _read(self, var: Any) -> None:
         if var is not None and hasattr(var, "name"):
-            self.reads.update(self._params(var))
+            self.reads.update(self._sources(var))
             self.reads.update(self.methods.get(var.name, ()))
 
     def _escape(self, var: Any) -> None:
         """`var` went somewhere we cannot follow: read and written."""
-        ps = self._params(var)
-        self.reads.update(ps)
-        self.writes.update(ps)
+        sources = self._sources(var)
+        self.reads.update(sources)
+        self.writes.update(sources)
 
     def _consumed(self, index: Any) -> int:
         from numba.core import ir
@@ -107,13 +222,27 @@ class _AccessInference:
         used = self._consumed(index)
         out = self.alias.setdefault(target, set())
         for p, rank in self.alias.get(base.name, ()):
-            if rank < 0:
-                out.add((p, -1))
+            if rank <= 0:
+                out.add((p, -1))  # a tuple member, a field of a record element: unknown
                 self.reads.add(p)
             elif rank - used > 0:
                 out.add((p, rank - used))  # a view: reading it is not reading data
+            elif p in self.records:
+                out.add((p, 0))  # a record element: read through its fields, stored to too
             else:
                 self.reads.add(p)  # an element
+
+    def _global(self, target: str, value: Any, path: tuple[str, ...]) -> None:
+        self.globals[target] = (value, path)
+        if not _holds_arrays(value):
+            return
+        key = ("global", id(self.func), path)
+        if key not in self.refs:
+            self.refs[key] = GlobalRef(weakref.ref(self.func), path)
+        rank = len(getattr(value, "shape", ())) if _is_device_array(value) else -1
+        if rank > 0 and getattr(getattr(value, "dtype", None), "names", None):
+            self.records.add(key)
+        self.alias.setdefault(target, set()).add((key, rank if rank > 0 else -1))
 
     def _assign(self, target: str, value: Any) -> None:
         from numba.core import ir
@@ -126,8 +255,12 @@ class _AccessInference:
             self.methods.setdefault(target, set()).update(self.methods.get(value.name, ()))
             if value.name in self.slices:
                 self.slices.add(target)
-        elif isinstance(value, (ir.Global, ir.FreeVar)):
-            self.globals[target] = value.value
+            if value.name in self.globals:
+                self.globals[target] = self.globals[value.name]
+        elif isinstance(value, ir.Global):
+            self._global(target, value.value, (value.name,))
+        elif isinstance(value, ir.FreeVar):
+            self._global(target, value.value, ("<closure>", value.name))
         elif isinstance(value, ir.Const):
             if isinstance(value.value, slice):
                 self.slices.add(target)
@@ -140,15 +273,10 @@ class _AccessInference:
             if op == "getitem":
                 self._read(e.index)
             self._subview(target, e.value, e.index)
+            if e.value.name in self.globals and type(self.globals[e.value.name][0]) is tuple:
+                self.globals[target] = (None, ())  # a member of a global tuple: unknown
         elif op == "getattr":
-            if e.attr in _META_ATTRS:
-                return
-            if e.attr == "T":
-                self.alias.setdefault(target, set()).update(self.alias.get(e.value.name, ()))
-            elif e.value.name in self.globals:
-                self.globals[target] = getattr(self.globals[e.value.name], e.attr, None)
-            elif self._params(e.value):
-                self.methods.setdefault(target, set()).update(self._params(e.value))
+            self._getattr(target, e)
         elif op == "call":
             self._call(target, e)
         elif op == "build_tuple":
@@ -166,14 +294,33 @@ class _AccessInference:
             for var in e.list_vars():
                 self._read(var)
 
+    def _getattr(self, target: str, e: Any) -> None:
+        base = e.value.name
+        if e.attr in _META_ATTRS and not any(rank == 0 for _, rank in self.alias.get(base, ())):
+            return
+        if e.attr == "T":
+            self.alias.setdefault(target, set()).update(self.alias.get(base, ()))
+        elif base in self.globals:
+            value, path = self.globals[base]
+            self._global(target, getattr(value, e.attr, None), path + (e.attr,) if path else ())
+        elif any(rank == 0 for _, rank in self.alias.get(base, ())):
+            # a field of a record element: a value, or an array field stores can go into
+            for p, _ in self.alias.get(base, ()):
+                self.reads.add(p)
+                self.alias.setdefault(target, set()).add((p, -1))
+        elif self._sources(e.value):
+            self.methods.setdefault(target, set()).update(self._sources(e.value))
+
     def _call(self, target: str, e: Any) -> None:
-        fn = self.globals.get(e.func.name)
+        fn = self.globals.get(e.func.name, (None, ()))[0]
         if fn is slice:
             self.slices.add(target)
             return
         if fn in _NO_ACCESS_GLOBALS:
             return
         args = list(e.args) + [v for _, v in e.kws]
+        if e.vararg is not None:
+            args.append(e.vararg)
         if e.func.name in self.methods:
             ps = self.methods[e.func.name]
             self.reads.update(ps)
@@ -190,20 +337,63 @@ class _AccessInference:
                 (p, -1) for p, _ in self.alias.get(a.name, ()))
 
     def _device_call(self, target: str, fn: Any, args: list) -> None:
-        """See through a device function: map its parameters' accesses back to ours."""
-        ranks = []
-        for a in args:
+        """See through a device function: map its parameters' accesses back to ours, and
+        take over the captured arrays it names."""
+        ranks, records = [], set()
+        for k, a in enumerate(args):
             known = [r for _, r in self.alias.get(a.name, ())]
             ranks.append(known[0] if len(set(known)) == 1 else (-1 if known else None))
+            if any(p in self.records for p, _ in self.alias.get(a.name, ())):
+                records.add(k)
         try:
-            inner = _infer(kernel_py_func(fn), tuple(ranks), self.active)
+            inner = _infer(kernel_py_func(fn), tuple(ranks), frozenset(records), self.active)
         except Exception:  # noqa: BLE001 - unreadable callee: be conservative
-            inner = ("rw",) * len(args)
-        for a, mode in zip(args, inner):
-            ps = self._params(a)
+            for a in args:
+                self._escape(a)
+            self._escape_globals_of(fn)
+            return
+        for k, (a, mode) in enumerate(zip(args, inner.params)):
+            ps = self._sources(a)
             if "r" in mode:
                 self.reads.update(ps)
             if "w" in mode:
                 self.writes.update(ps)
+            if k in inner.stored:
+                self.stored.update(ps)
             self.alias.setdefault(target, set()).update(
                 (p, -1) for p, _ in self.alias.get(a.name, ()))
+        for ref, mode in inner.globals:
+            key = ("global", id(ref.func()), ref.path)
+            self.refs.setdefault(key, ref)
+            if "r" in mode:
+                self.reads.add(key)
+            if "w" in mode:
+                self.writes.add(key)
+
+    def _escape_globals_of(self, fn: Any) -> None:
+        """A device function we could not read: every array its namespace holds may be
+        read and written."""
+        func = kernel_py_func(fn)
+        for name, value in getattr(func, "__globals__", {}).items():
+            if name in func.__code__.co_names and _holds_arrays(value):
+                key = ("global", id(func), (name,))
+                self.refs.setdefault(key, GlobalRef(weakref.ref(func), (name,)))
+                self.reads.add(key)
+                self.writes.add(key)
+
+
+def unknown_globals(kernel: Any) -> tuple[tuple[GlobalRef, str], ...]:
+    """For a kernel whose IR could not be read: every array its code names as a global
+    or closure variable, read and written."""
+    func = kernel_py_func(kernel)
+    code = func.__code__
+    found = [(GlobalRef(weakref.ref(func), (name,)), "rw") for name in code.co_names
+             if _holds_arrays(func.__globals__.get(name))]
+    for name, cell in zip(code.co_freevars, func.__closure__ or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        if _holds_arrays(value):
+            found.append((GlobalRef(weakref.ref(func), ("<closure>", name)), "rw"))
+    return tuple(found)

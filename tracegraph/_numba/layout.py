@@ -30,13 +30,26 @@ class CScalar:
 _array_types: dict[tuple, Any] = {}
 
 
-def array_type(dtype: np.dtype, ndim: int, layout: str) -> Any:
-    key = (dtype, ndim, layout)
+def array_type(dtype: np.dtype, ndim: int, layout: str, readonly: bool = False) -> Any:
+    key = (dtype, ndim, layout, readonly)
     ty = _array_types.get(key)
     if ty is None:
         from numba import from_dtype, types
-        ty = _array_types[key] = types.Array(from_dtype(dtype), ndim, layout)
+        ty = _array_types[key] = types.Array(from_dtype(dtype), ndim, layout,
+                                             readonly=readonly)
     return ty
+
+
+def dtype_problem(dtype: np.dtype) -> str | None:
+    """Why Numba cannot pass an array of this dtype to a kernel, or None if it can."""
+    if dtype.hasobject:
+        return "it holds Python objects"
+    try:
+        from numba import from_dtype
+        from_dtype(dtype)
+    except Exception:  # noqa: BLE001 - Numba's error text carries terminal colours
+        return "Numba has no type for it"
+    return None
 
 
 def layout_of(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> str:
@@ -71,7 +84,7 @@ def scalar_type(value: Any) -> Any:
     except Exception:  # noqa: BLE001
         return None
     if isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean,
-                       types.NPDatetime, types.NPTimedelta)):
+                       types.NPDatetime, types.NPTimedelta, types.EnumMember)):
         if t in (bool, float, complex) or issubclass(t, np.number) or (
                 t is int and ty == types.int64):
             _scalar_types[t] = ty  # these types always map to the same Numba type
@@ -102,13 +115,17 @@ def flatten_params(argtypes: tuple, values: tuple, view_fields: Callable) -> tup
             out.extend(strides)
         elif isinstance(ty, types.Boolean):
             out.append(bool(val))
+        elif isinstance(ty, types.EnumMember):
+            add(ty.dtype, val.value)
         elif isinstance(ty, types.Integer):
-            out.append(CScalar(f"c_{ty}", int(val)))
+            # ctypes converts (and refuses a float) exactly as Numba's launch does
+            out.append(_checked(CScalar(f"c_{ty}", val)))
         elif isinstance(ty, types.Float):
             if ty.bitwidth == 16:
                 out.append(CScalar("c_uint16", int(np.float16(val).view(np.uint16))))
             else:
-                out.append(CScalar("c_float" if ty.bitwidth == 32 else "c_double", float(val)))
+                out.append(_checked(CScalar("c_float" if ty.bitwidth == 32 else "c_double",
+                                            val)))
         elif isinstance(ty, types.Complex):
             part = "c_float" if ty.bitwidth == 64 else "c_double"
             out.extend((CScalar(part, val.real), CScalar(part, val.imag)))
@@ -125,6 +142,82 @@ def flatten_params(argtypes: tuple, values: tuple, view_fields: Callable) -> tup
     return tuple(out)
 
 
+def _checked(scalar: CScalar) -> CScalar:
+    scalar.as_ctype()  # raises TypeError where Numba's launch would
+    return scalar
+
+
+def select_overload(kernel: Any, argtypes: tuple) -> tuple:
+    """The parameter types of the overload eager Numba launches for arguments of these
+    types: the exact types where the dispatcher may compile, else the declared signature
+    it converts them to (unsafe conversions allowed, as Numba's dispatcher does when
+    compilation is disabled). Raises TypeError as the eager launch would."""
+    from .kernels import SIMULATOR
+    if SIMULATOR:
+        signatures = getattr(kernel, "_tracegraph_signatures", None)
+        if not signatures:
+            return tuple(argtypes)
+        from numba.core.typing import Context
+        return _resolve(Context(), kernel, signatures, argtypes)
+    if kernel.specialized:
+        return tuple(next(iter(kernel.overloads)))
+    if kernel._can_compile:
+        return tuple(argtypes)
+    return _resolve(kernel.typingctx, kernel, kernel.nopython_signatures, argtypes)
+
+
+def _resolve(typingctx: Any, kernel: Any, signatures: list, argtypes: tuple) -> tuple:
+    sig = typingctx.resolve_overload(kernel_py_func(kernel), signatures, tuple(argtypes), {},
+                                     allow_ambiguous=False, unsafe_casting=True)
+    if sig is None:
+        raise TypeError("No matching definition for argument type(s) "
+                        + ", ".join(map(str, argtypes)) + "; the kernel is compiled for "
+                        + "; ".join(str(tuple(s.args)) for s in signatures))
+    return tuple(sig.args)
+
+
+def record_simulator_signatures() -> None:
+    """The CUDA simulator drops the signatures given to @cuda.jit; keep them on the kernel
+    so tracing converts arguments to the declared types as a real dispatcher would."""
+    from numba import cuda
+    from numba.cuda.simulator import api
+    original = api.jit
+    if getattr(original, "_tracegraph", False):
+        return
+
+    def jit(func_or_sig=None, *args: Any, **kwargs: Any) -> Any:
+        made = original(func_or_sig, *args, **kwargs)
+        if callable(func_or_sig) and not isinstance(func_or_sig, str):
+            return made
+        signatures = _parse_signatures(func_or_sig)
+        if not signatures:
+            return made
+
+        def wrap(fn: Any) -> Any:
+            kernel = made(fn)
+            kernel._tracegraph_signatures = signatures
+            return kernel
+        return wrap
+
+    jit._tracegraph = True
+    api.jit = jit
+    if getattr(cuda, "jit", None) is original:
+        cuda.jit = jit
+
+
+def _parse_signatures(spec: Any) -> list:
+    from numba.core import sigutils, typing
+    specs = spec if isinstance(spec, list) else [spec] if spec is not None else []
+    out = []
+    for one in specs:
+        try:
+            args, ret = sigutils.normalize_signature(one)
+        except Exception:  # noqa: BLE001 - not a signature Numba understands: typeof rules
+            return []
+        out.append(typing.signature(ret, *args))
+    return out
+
+
 def compiled_kernel(kernel: Any, argtypes: tuple) -> tuple[Any, bool]:
     """(cuda.core Kernel, is_cooperative) of the overload Numba picks for `argtypes`."""
     overload = kernel.compile(tuple(argtypes))
@@ -137,3 +230,12 @@ def ptx_for(kernel: Any, argtypes: tuple, cc: tuple[int, int] = (9, 0)) -> str:
     from numba.cuda import compile_ptx
     ptx, _ = compile_ptx(kernel_py_func(kernel), tuple(argtypes), cc=cc)
     return ptx
+
+
+def simulator_scalar(ty: Any, value: Any) -> Any:
+    """A scalar argument as the declared parameter type holds it (float32 arithmetic on
+    the simulator, as on the GPU), for kernels compiled with explicit signatures."""
+    from numba import types
+    if isinstance(ty, (types.Integer, types.Float)) and not isinstance(value, bool):
+        return np.dtype(str(ty)).type(value)
+    return value

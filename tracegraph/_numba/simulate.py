@@ -15,6 +15,9 @@ from .kernels import SIMULATOR, _KernelType, is_device_function, referenced_name
 
 _sim_kernels: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 _sim_lock = threading.RLock()
+# the globals and closure cells of every clone, where captured device arrays are swapped
+# for simulator arrays during a launch
+_clone_scopes: list[tuple[dict, tuple]] = []
 
 
 def simulator_lock() -> threading.RLock:
@@ -61,6 +64,7 @@ def _clone(dispatcher: Any, wrap: Callable[[Callable], Any]) -> Any:
     result = _sim_kernels[dispatcher] = wrap(pytypes.FunctionType(
         func.__code__, namespace, func.__name__, func.__defaults__, cells))
     _rebind(func, namespace, cells)
+    _clone_scopes.append((namespace, cells or ()))
     return result
 
 
@@ -99,11 +103,42 @@ def simulator_array(host: np.ndarray) -> Any:
     return FakeCUDAArray(host)
 
 
+def _swap_captured(captured: dict[int, Any]) -> list[tuple[Any, Any, Any]]:
+    """Point clones' globals and closure cells that hold a captured device array (or a
+    tuple of them) at its simulator stand-in; returns what to put back."""
+    def swapped(value: Any) -> Any:
+        if id(value) in captured:
+            return captured[id(value)]
+        if type(value) is tuple and any(id(v) in captured for v in value):
+            return tuple(captured.get(id(v), v) for v in value)
+        return value
+
+    undo = []
+    for namespace, cells in _clone_scopes:
+        for name, value in list(namespace.items()):
+            new = swapped(value)
+            if new is not value:
+                undo.append((namespace, name, value))
+                namespace[name] = new
+        for cell in cells:
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            new = swapped(value)
+            if new is not value:
+                undo.append((cell, None, value))
+                cell.cell_contents = new
+    return undo
+
+
 def run_simulated(kernel: Any, griddim: tuple, blockdim: tuple, sharedmem: int,
-                  args: list) -> None:
-    """Run one launch on the CPU simulator."""
+                  args: list, captured: dict[int, Any] | None = None) -> None:
+    """Run one launch on the CPU simulator; `captured` maps id() of device arrays the
+    kernels name as globals to the simulator arrays they stand for in this run."""
     fake = simulator_kernel(kernel)
     with _sim_lock:
+        undo = _swap_captured(captured) if captured else []
         # The simulator runs a Python thread per CUDA thread and polls them at every
         # syncthreads(); a short switch interval makes shared-memory kernels ~20x faster.
         interval = sys.getswitchinterval()
@@ -112,3 +147,8 @@ def run_simulated(kernel: Any, griddim: tuple, blockdim: tuple, sharedmem: int,
             fake[griddim, blockdim, 0, sharedmem](*args)
         finally:
             sys.setswitchinterval(interval)
+            for where, name, value in undo:
+                if name is None:
+                    where.cell_contents = value
+                else:
+                    where[name] = value

@@ -34,10 +34,11 @@ from numba import cuda
 from .. import _numba, config, pytree
 from ..arrays import ArrayInfo, describe
 from ..errors import CudaError, LoweringError, TracegraphError
-from ..ir import DEVICE_INPUT, EXTERNAL, HOST_INPUT, STAGING, TEMP
+from ..ir import DEVICE_INPUT, EXTERNAL, HOST_CONSTANT, HOST_INPUT, STAGING, TEMP
 from ..lower import CScalar, Plan, PlanNode, Ptr
 from . import cuda_handles as handles
 from .moved_inputs import WatchedInput, watched_inputs
+from .sim import host_constant_bytes
 
 log = logging.getLogger("tracegraph.backends.cuda")
 # A 4-byte memcpy in front of the roots and one after the sinks of a graph with parallel
@@ -102,16 +103,29 @@ class CudaExecutable:
         self._watched_inputs = [(i.index, b, i.view.offset, self._watch[b])
                                 for b, i in first.items() if b in self._watch]
         host = [i for i in first.values() if i.staging is not None]
-        self._host_inputs = [(i.index, i.staging, i.view.offset, plan.buffers[i.staging].nbytes,
-                              any(x.written for x in plan.inputs if x.buffer == i.buffer))
-                             for i in host]
+        self._host_inputs = [self._host_entry(i) for i in host]
         self._own_staging = {i.staging: self._base[i.staging] for i in host}
         # NumPy inputs: the next call refills pinned staging (or the caller may reuse a
         # page-locked array), so the graph must have read them before this call returns
-        self._needs_sync = bool(self._host_inputs) or any(o.kind == "host" for o in plan.outputs)
-        self._single_output = plan.outputs[0] if plan.output_tree == ("leaf",) else None
+        self._constants = [(self._owners[b.id], b) for b in plan.buffers
+                           if b.kind == HOST_CONSTANT]
+        self._needs_sync = bool(self._host_inputs or self._constants) or \
+            any(o.kind == "host" for o in plan.outputs)
+        self._single_output = plan.outputs[0] if plan.output_tree.is_leaf() else None
         self._default_stream = handles.core_stream(0)
 
+
+    def _host_entry(self, first: Any) -> tuple:
+        """(leaf, staging, view offset, bytes, may copy straight from/to the caller's
+        page-locked memory, [(leaf, view)] whose elements are written back)."""
+        group = [i for i in self.plan.inputs if i.kind == "array" and i.buffer == first.buffer]
+        back = [(i.index, i.view) for i in group if i.writes_back]
+        # the graph's write-back copies the whole span: only where it has no gaps and no
+        # read-only bytes
+        direct = not back or all(_numba.layout_of(i.view.shape, i.view.strides, i.view.itemsize)
+                                 in "CF" and not i.view.readonly for i in group)
+        return (first.index, first.staging, first.view.offset,
+                self.plan.buffers[first.staging].nbytes, direct, back)
 
     # -- memory ---------------------------------------------------------------
     def _allocate(self, infos: list | None) -> None:
@@ -125,7 +139,7 @@ class CudaExecutable:
                 owner = cuda.device_array(max(b.nbytes, 1), np.uint8)
                 self._owners[b.id] = owner
                 self._base[b.id] = _numba.device_address(owner)
-            elif b.kind == STAGING:
+            elif b.kind in (STAGING, HOST_CONSTANT):
                 owner = cuda.pinned_array(max(b.nbytes, 1), np.uint8)
                 self._owners[b.id] = owner
                 self._base[b.id] = owner.ctypes.data
@@ -347,9 +361,9 @@ class CudaExecutable:
                 self._rotate_if_held(buffer)
             copied_in = []
             for entry in self._host_inputs:
-                leaf, staging, offset, nbytes, _ = entry
+                leaf, staging, offset, nbytes, direct, _ = entry
                 address = infos[leaf].ptr - offset
-                if handles.pinned(address, nbytes):  # the graph's memcpy nodes use it directly
+                if direct and handles.pinned(address, nbytes):  # the graph's copies use it
                     if base[staging] != address:
                         self._repoint(staging, address)
                     continue
@@ -358,6 +372,8 @@ class CudaExecutable:
                     self._repoint(staging, own)
                 ctypes.memmove(own, address, nbytes)
                 copied_in.append(entry)
+            for owner, buffer in self._constants:
+                owner[:buffer.nbytes] = host_constant_bytes(buffer)
             s = self._default_stream if stream is None else handles.core_stream(stream)
             try:
                 self.graph.launch(s)
@@ -369,9 +385,12 @@ class CudaExecutable:
                 except Exception as exc:  # noqa: BLE001
                     raise self._fault(exc, "cuStreamSynchronize") from exc
                 self._raise_callback_errors()
-                for leaf, staging, offset, nbytes, written in copied_in:
-                    if written:
-                        ctypes.memmove(infos[leaf].ptr - offset, base[staging], nbytes)
+                for _, staging, _, _, _, back in copied_in:
+                    for leaf, view in back:  # the leaf's own elements only
+                        leaves[leaf][...] = np.ndarray(view.shape, view.dtype,
+                                                       buffer=self._owners[staging],
+                                                       offset=view.offset,
+                                                       strides=view.strides)
             if self._single_output is not None:
                 return self._output(self._single_output, leaves)
             return pytree.unflatten(self.plan.output_tree,

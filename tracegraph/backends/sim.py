@@ -10,13 +10,15 @@ import ctypes
 import logging
 import random
 import threading
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from .. import _numba, pytree
-from ..arrays import ArrayInfo
-from ..ir import DEVICE_INPUT, EXTERNAL, HOST_INPUT, STAGING, TEMP, View
+from ..arrays import ArrayInfo, describe
+from ..errors import LoweringError, TracegraphError
+from ..ir import DEVICE_INPUT, EXTERNAL, HOST_CONSTANT, HOST_INPUT, STAGING, TEMP, View
 from ..lower import Plan
 from . import input_bases
 
@@ -30,6 +32,16 @@ def host_bytes(address: int, nbytes: int) -> np.ndarray:
     if nbytes == 0:
         return np.empty(0, np.uint8)
     return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
+
+
+def host_constant_bytes(buffer: Any) -> np.ndarray:
+    """The current bytes of a held host array (what eager Numba copies on every call)."""
+    data = np.ascontiguousarray(np.asarray(buffer.external)).reshape(-1).view(np.uint8)
+    if data.nbytes != buffer.nbytes:
+        raise TracegraphError(f"a host array copied to the device inside the traced function "
+                              f"now has {data.nbytes} bytes instead of {buffer.nbytes}",
+                              fix="keep the array's shape, or call f.clear() to trace again")
+    return data
 
 
 def random_topological_order(plan: Plan, seed: int) -> list[int]:
@@ -62,7 +74,7 @@ class SimExecutable:
         self.order = (random_topological_order(plan, seed) if seed is not None
                       else [n.index for n in plan.nodes])
         self.memory = {b.id: np.full(b.nbytes, _POISON, np.uint8) for b in plan.buffers
-                       if b.kind in (TEMP, HOST_INPUT, STAGING)}
+                       if b.kind in (TEMP, HOST_INPUT, STAGING, HOST_CONSTANT)}
         self.written = frozenset(a.buffer for n in plan.nodes for a in n.op.accesses
                                  if a.writes)
         self._lock = threading.Lock()
@@ -75,55 +87,91 @@ class SimExecutable:
         plan = self.plan
         mem = dict(self.memory)
         device_bases, staging_bases = input_bases(plan, infos)
-        copied_from_device: dict[int, int] = {}
-        for b in plan.buffers:
-            if b.kind == DEVICE_INPUT:
-                base = device_bases[b.id]
-                if _numba.SIMULATOR:
-                    mem[b.id] = host_bytes(base, b.nbytes)
-                else:  # a real device array, on a machine with a GPU
-                    mem[b.id] = _numba.device_bytes(base, b.nbytes).copy_to_host()
-                    copied_from_device[b.id] = base
-            elif b.kind == EXTERNAL:
-                mem[b.id], base = self._external_bytes(b)
-                if not _numba.SIMULATOR:
-                    copied_from_device[b.id] = base
+        copied_from_device = self._device_memory(mem, device_bases)
         for staging, base in staging_bases.items():
             ctypes.memmove(mem[staging].ctypes.data, base, plan.buffers[staging].nbytes)
+        for b in plan.buffers:
+            if b.kind == HOST_CONSTANT:
+                mem[b.id][:] = host_constant_bytes(b)
 
+        captured = self._captured(mem)
         for i in self.order:
             node = plan.nodes[i]
             try:
-                self._execute(node, mem)
+                self._execute(node, mem, captured)
             except Exception as exc:
                 if hasattr(exc, "add_note"):
                     exc.add_note(f"while executing graph node {i}: {node.describe()}")
                 raise
 
         for inp in plan.inputs:
-            if inp.kind == "array" and inp.written and inp.staging is not None:
-                ctypes.memmove(staging_bases[inp.staging], mem[inp.staging].ctypes.data,
-                               plan.buffers[inp.staging].nbytes)
-        for buffer, base in copied_from_device.items():
-            if buffer in self.written:  # a caller's or captured device array
-                _numba.device_bytes(base, plan.buffers[buffer].nbytes).copy_to_device(mem[buffer])
+            if inp.kind == "array" and inp.writes_back:  # its own elements only
+                leaves[inp.index][...] = _ndarray(replace(inp.view, buffer=inp.staging), mem)
+        for (lo, host), members in copied_from_device:
+            if any(b in self.written for b in members):  # a caller's or captured array
+                _numba.device_bytes(lo, host.nbytes).copy_to_device(host)
         return pytree.unflatten(plan.output_tree,
                                 [self._output(o, leaves, mem) for o in plan.outputs])
 
-    def _external_bytes(self, buffer: Any) -> tuple[np.ndarray, int]:
-        """A captured device array's bytes (a host copy on a real GPU) and its address."""
-        from ..arrays import describe
-        info = describe(buffer.external)
-        lo, _ = info.extent
+    def _device_memory(self, mem: dict[int, np.ndarray], device_bases: dict[int, int]) -> list:
+        """Point the caller's and captured device arrays' buffers at their memory: in place
+        under the simulator; on a real GPU through one host copy per run of overlapping
+        address ranges, so buffers sharing memory share the copy. Returns the copies
+        [((address, host bytes), member buffers)] to write back."""
+        spans = []
+        for b in self.plan.buffers:
+            if b.kind == DEVICE_INPUT:
+                spans.append((device_bases[b.id], b))
+            elif b.kind == EXTERNAL:
+                spans.append((b.address, b))
         if _numba.SIMULATOR:
-            return host_bytes(lo, buffer.nbytes), lo
-        return _numba.device_bytes(lo, buffer.nbytes).copy_to_host(), lo
+            for base, b in spans:
+                mem[b.id] = host_bytes(base, b.nbytes)
+            return []
+        copies = []
+        spans.sort(key=lambda s: s[0])
+        i = 0
+        while i < len(spans):
+            lo, hi, members = spans[i][0], spans[i][0] + spans[i][1].nbytes, [spans[i]]
+            i += 1
+            while i < len(spans) and spans[i][0] < hi:
+                hi = max(hi, spans[i][0] + spans[i][1].nbytes)
+                members.append(spans[i])
+                i += 1
+            host = _numba.device_bytes(lo, hi - lo).copy_to_host() if hi > lo else \
+                np.empty(0, np.uint8)
+            for base, b in members:
+                mem[b.id] = host[base - lo:base - lo + b.nbytes]
+            copies.append(((lo, host), [b.id for _, b in members]))
+        return copies
 
-    def _execute(self, node: Any, mem: dict[int, np.ndarray]) -> None:
+    def _captured(self, mem: dict[int, np.ndarray]) -> dict[int, Any]:
+        """On a real GPU, what each captured device array is to simulator kernels that
+        name it: a simulator array over this run's copy of its memory."""
+        if _numba.SIMULATOR:
+            return {}
+        out = {}
+        for b in self.plan.buffers:
+            if b.kind == EXTERNAL and b.external is not None:
+                info = describe(b.external)
+                view = View(b.id, info.ptr - b.address, info.shape, info.strides, info.dtype)
+                out[id(b.external)] = _numba.simulator_array(_ndarray(view, mem))
+        return out
+
+    def _execute(self, node: Any, mem: dict[int, np.ndarray], captured: dict[int, Any]) -> None:
         op = node.op
         if node.kind == "kernel":
-            args = [_kernel_arg(a, mem) for a in op.args]
-            _numba.run_simulated(op.kernel, op.griddim, op.blockdim, op.sharedmem, args)
+            args = [_kernel_arg(a, mem, ty) for a, ty in zip(op.args, node.argtypes)]
+            try:
+                _numba.run_simulated(op.kernel, op.griddim, op.blockdim, op.sharedmem, args,
+                                     captured)
+            except ValueError as exc:
+                if "read-only" not in str(exc):
+                    raise
+                raise LoweringError(f"kernel {op.name} stores to a read-only array argument "
+                                    "(eager Numba refuses to compile that)", where=op.location,
+                                    fix="pass a writable array (e.g. a copy), or do not write "
+                                        "it in the kernel") from exc
         elif node.kind == "memcpy":
             dst, src = op.args
             n = node.nbytes
@@ -132,7 +180,13 @@ class SimExecutable:
             (dst,) = op.args
             mem[dst.buffer][dst.offset:dst.offset + node.nbytes] = op.payload
         elif node.kind == "host":
-            op.payload()
+            try:
+                op.payload()
+            except Exception as exc:
+                raise TracegraphError(f"host callback {op.name} raised {type(exc).__name__}: "
+                                      f"{exc}", where=op.location,
+                                      fix="fix the callback; on the GPU it runs on a driver "
+                                          "thread while the graph is in flight") from exc
         # event record/wait: the simulator runs nodes one at a time, so order is all there is
 
     def _output(self, out: Any, leaves: list[Any], mem: dict[int, np.ndarray]) -> Any:
@@ -148,12 +202,15 @@ def _ndarray(v: View, mem: dict[int, np.ndarray]) -> np.ndarray:
     return np.ndarray(v.shape, v.dtype, buffer=mem[v.buffer], offset=v.offset, strides=v.strides)
 
 
-def _kernel_arg(a: Any, mem: dict[int, np.ndarray]) -> Any:
+def _kernel_arg(a: Any, mem: dict[int, np.ndarray], ty: Any) -> Any:
     if isinstance(a, View):
-        return _numba.simulator_array(_ndarray(a, mem))
+        host = _ndarray(a, mem)
+        if a.readonly:
+            host.flags.writeable = False
+        return _numba.simulator_array(host)
     if isinstance(a, tuple):
-        return tuple(_kernel_arg(x, mem) for x in a)
-    return a
+        return tuple(_kernel_arg(x, mem, t) for x, t in zip(a, ty))
+    return _numba.simulator_scalar(ty, a)  # the parameter's type, as the GPU holds it
 
 
 def build(plan: Plan, seed: int | None = None) -> SimExecutable:

@@ -1,7 +1,7 @@
 """Dependency edges from byte-range accesses."""
 from __future__ import annotations
 
-from ..ir import HAZARDS, Access, Program
+from ..ir import HAZARDS, Access, Program, memory_regions, region_access
 
 
 def _hazards(earlier: Access, later: Access) -> set[str]:
@@ -25,9 +25,12 @@ def add_dependencies(program: Program) -> Program:
     Requires: a graph with one node per op and no edges.
     Guarantees: for every such pair (i < j) a path i -> j; each edge carries `hazards`
     (the set of RAW/WAR/WAW it stands for) and `hazard` (the first of RAW, WAW, WAR in it).
-    Reads of the same bytes, and disjoint byte ranges of one buffer, get no edge. A barrier
-    op is ordered after all earlier ops and before all later ones. Not transitively reduced.
+    Reads of the same bytes, and disjoint byte ranges of one buffer, get no edge. Buffers
+    that share memory (captured arrays, and inputs that overlapped them) compare in their
+    region's coordinates (ir.memory_regions). A barrier op is ordered after all earlier ops
+    and before all later ones. Not transitively reduced.
     """
+    regions = memory_regions(program)
     edges: dict[tuple[int, int], set[str]] = {}
     # per buffer, the accesses a later op may still conflict with: (access, op index)
     live: dict[int, list[tuple[Access, int]]] = {}
@@ -51,7 +54,7 @@ def add_dependencies(program: Program) -> Program:
                 writes = any(a.writes for a in op.accesses)
                 edge(last_barrier, j, {"WAW"} if writes else {"RAW"})
             since_barrier.append(j)
-        mine = [a for a in op.accesses if a.stop > a.start]
+        mine = [region_access(a, regions) for a in op.accesses if a.stop > a.start]
         for a in mine:
             for r, i in live.get(a.buffer, ()):
                 if i != j and r.start < a.stop and a.start < r.stop and (r.writes or a.writes):

@@ -1,0 +1,721 @@
+"""No silent wrong answer: each defect found by trying tracegraph as a user would (captured
+arrays, records, *args, explicit signatures, strided write-back, read-only memory,
+unsupported dtypes, huge shapes, containers, nesting, Numba's host API), each checked
+against eager Numba on every backend, in random valid orders on the simulator."""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+
+import networkx as nx
+import numpy as np
+import pytest
+from eager import fresh, host, matches_eager, to_device
+from numba import cuda
+from small_kernels import copy, iscale, scale
+
+import tracegraph as tg
+
+pytestmark = pytest.mark.filterwarnings("ignore:the traced function .*:UserWarning")
+
+N = 8
+GRID, BLOCK = 1, N
+
+
+def _ordered(program, first: str, then: str) -> bool:
+    a = next(i for i, op in enumerate(program.ops) if op.name == first)
+    b = next(i for i, op in enumerate(program.ops) if op.name == then)
+    return nx.has_path(program.graph, a, b)
+
+
+# ---------------------------------------------------------------------------
+# 1-2. device arrays a kernel names as globals or closure variables (captured by address)
+
+GLOBAL = cuda.to_device(np.zeros(N))
+GLOBAL_VIEW = GLOBAL[2:6]
+
+
+@cuda.jit
+def write_global(x):
+    i = cuda.grid(1)
+    if i < GLOBAL.size:
+        GLOBAL[i] = 2.0 * x[i]
+
+
+@cuda.jit
+def read_global(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = GLOBAL[i] + 1.0
+
+
+@cuda.jit(device=True)
+def _global_at(i):
+    return GLOBAL[i]
+
+
+@cuda.jit
+def read_global_in_device_function(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = _global_at(i) * 3.0
+
+
+@cuda.jit
+def bump_global_view():
+    i = cuda.grid(1)
+    if i < GLOBAL_VIEW.size:
+        GLOBAL_VIEW[i] += 10.0
+
+
+def _poisoned_global(*arrays):
+    def make():
+        GLOBAL.copy_to_device(np.full(N, -7.0))
+        return fresh(*arrays)()
+    return make
+
+
+def test_a_kernel_writing_a_global_is_ordered_before_one_reading_it(backend, monkeypatch):
+    def step(x):
+        a, b = cuda.device_array_like(x), cuda.device_array_like(x)
+        write_global[GRID, BLOCK](x)
+        read_global[GRID, BLOCK](a)
+        read_global_in_device_function[GRID, BLOCK](b)
+        return a, b
+
+    f = matches_eager(step, _poisoned_global(np.arange(N, dtype=np.float64)), backend,
+                      monkeypatch=monkeypatch)
+    p = f.latest.program
+    assert _ordered(p, "write_global", "read_global")
+    assert _ordered(p, "write_global", "read_global_in_device_function")
+    assert [b.kind for b in p.buffers].count("external") == 1
+
+
+def test_a_closure_device_array_is_captured_and_ordered(backend, monkeypatch):
+    table = cuda.to_device(np.zeros(N))
+
+    @cuda.jit
+    def fill_table(x):
+        i = cuda.grid(1)
+        if i < table.size:
+            table[i] = x[i] - 1.0
+
+    @cuda.jit
+    def use_table(out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = table[i] * table[i]
+
+    def step(x):
+        out = cuda.device_array_like(x)
+        fill_table[GRID, BLOCK](x)
+        use_table[GRID, BLOCK](out)
+        return out
+
+    def make():
+        table.copy_to_device(np.full(N, 5.0))
+        return (np.arange(N, dtype=np.float64),)
+
+    f = matches_eager(step, make, backend, monkeypatch=monkeypatch)
+    assert _ordered(f.latest.program, "fill_table", "use_table")
+
+
+def test_a_captured_view_and_its_base_are_one_memory(backend, monkeypatch):
+    def step(x):
+        out = cuda.device_array_like(x)
+        write_global[GRID, BLOCK](x)
+        bump_global_view[1, 4]()
+        read_global[GRID, BLOCK](out)
+        return out
+
+    f = matches_eager(step, _poisoned_global(np.arange(N, dtype=np.float64)), backend,
+                      monkeypatch=monkeypatch)
+    p = f.latest.program
+    assert _ordered(p, "write_global", "bump_global_view")
+    assert _ordered(p, "bump_global_view", "read_global")
+
+
+def test_a_global_passed_as_an_argument_too_is_ordered(backend, monkeypatch):
+    def step(x, g):
+        out = cuda.device_array_like(x)
+        copy[GRID, BLOCK](x, g)           # writes the argument: GLOBAL's memory
+        read_global[GRID, BLOCK](out)     # reads GLOBAL by name
+        return out
+
+    def make():
+        GLOBAL.copy_to_device(np.full(N, -7.0))
+        return (np.arange(N, dtype=np.float64), GLOBAL)
+
+    f = matches_eager(step, make, backend, monkeypatch=monkeypatch)
+    assert _ordered(f.latest.program, "copy", "read_global")
+
+
+def test_an_input_that_starts_overlapping_a_global_compiles_again(backend):
+    def step(x, g):
+        out = cuda.device_array_like(x)
+        copy[GRID, BLOCK](x, g)
+        read_global[GRID, BLOCK](out)
+        return out
+
+    f = tg.compile(step, backend=backend)
+    x = np.arange(N, dtype=np.float64)
+    elsewhere = cuda.to_device(np.zeros(N))
+    GLOBAL.copy_to_device(np.full(N, 4.0))
+    np.testing.assert_array_equal(host(f(x, elsewhere)), np.full(N, 5.0))
+    assert f.latest.program.aliased_inputs == frozenset()
+    GLOBAL.copy_to_device(np.full(N, -7.0))
+    np.testing.assert_array_equal(host(f(x, GLOBAL)), x + 1.0)
+    assert len(f.compiled) == 2 and f.latest.program.aliased_inputs
+    with pytest.raises(tg.SignatureError):  # replay never compiles the new overlap
+        tg.compile(step, backend=backend).replay(x, GLOBAL)
+
+
+# ---------------------------------------------------------------------------
+# 3. record field stores and *args
+
+REC = np.dtype([("x", np.float64), ("y", np.float64)])
+
+
+@cuda.jit
+def set_fields(a, v):
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i].x = v + i
+        a[i]["y"] = 2.0 * v
+
+
+@cuda.jit
+def sum_fields(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i].x + a[i].y
+
+
+@cuda.jit
+def star_copy(*args):
+    i = cuda.grid(1)
+    if i < args[1].size:
+        args[1][i] = args[0][i] + 1.0
+
+
+@pytest.mark.parametrize("place", ["host", "device"])
+def test_record_field_stores_are_writes(backend, monkeypatch, place):
+    def step(a):
+        out = cuda.device_array(N, np.float64)
+        set_fields[GRID, BLOCK](a, 3.0)
+        sum_fields[GRID, BLOCK](a, out)
+        return out
+
+    def make():
+        a = np.zeros(N, REC)
+        return (a,) if place == "host" else (cuda.to_device(a),)
+
+    f = matches_eager(step, make, backend, monkeypatch=monkeypatch)
+    (op,) = [o for o in f.latest.program.ops if o.name == "set_fields"]
+    assert [a.mode for a in op.accesses] == ["w"]
+
+
+def test_star_args_kernels_write_their_arguments(backend, monkeypatch):
+    def step(x):
+        y, z = cuda.device_array_like(x), cuda.device_array_like(x)
+        star_copy[GRID, BLOCK](x, y)
+        star_copy[GRID, BLOCK](y, z)
+        return z
+
+    f = matches_eager(step, fresh(np.arange(N, dtype=np.float64)), backend,
+                      monkeypatch=monkeypatch)
+    p = f.latest.program
+    first, second = [i for i, o in enumerate(p.ops) if o.name == "star_copy"]
+    # the members of *args share one answer: read and written
+    assert ["w" in a.mode for a in p.ops[first].accesses] == [True, True]
+    assert nx.has_path(p.graph, first, second)
+
+
+# ---------------------------------------------------------------------------
+# 4. explicit signatures: the overload eager Numba picks, scalars converted to it
+
+@cuda.jit("void(float32[:], float32)")
+def scale32(x, a):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] *= a
+
+
+@cuda.jit(["void(float32[:], int32)", "void(float64[:], float64)"])
+def shift_two_ways(x, a):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += a
+
+
+@pytest.mark.parametrize("place", ["host", "device"])
+def test_explicit_signature_converts_scalars_as_eager(backend, monkeypatch, place):
+    def step(x, y):
+        scale32[GRID, BLOCK](x, 2.0)       # a Python float reaches a float32 parameter
+        shift_two_ways[GRID, BLOCK](x, 3)  # float32[:] and an int: the int32 overload
+        shift_two_ways[GRID, BLOCK](y, 1)  # float64[:]: the float64 overload, 1 -> 1.0
+        return x, y
+
+    def make():
+        args = (np.arange(N, dtype=np.float32), np.arange(N, dtype=np.float64))
+        return args if place == "host" else to_device(args)
+
+    f = matches_eager(step, make, backend, monkeypatch=monkeypatch)
+    kinds = [tuple(str(t) for t in n.argtypes) for n in f.latest.plan.nodes
+             if n.kind == "kernel"]
+    assert kinds[0][1] == "float32" and kinds[1][1] == "int32" and kinds[2][1] == "float64"
+
+
+def test_no_matching_signature_is_a_lowering_error_like_eager(backend):
+    def step(x):
+        scale32[GRID, BLOCK](x, 2.0)
+        return x
+
+    x = np.arange(N, dtype=np.int8)
+    with pytest.raises(tg.LoweringError, match="No matching definition"):
+        tg.compile(step, backend=backend)(x)
+
+
+# ---------------------------------------------------------------------------
+# 5. a written strided NumPy view: only its own elements are copied back
+
+@cuda.jit
+def fill_column(col, value):
+    i = cuda.grid(1)
+    if i < col.size:
+        col[i] = value
+
+
+def test_write_back_of_a_column_leaves_the_other_columns_alone(backend):
+    """Two functions write two columns of one array from two threads at once; each copies
+    back only its column (copying the whole span back would undo the other's writes)."""
+    a = np.zeros((N, 2))
+    first_ran, second_done = threading.Event(), threading.Event()
+
+    @tg.compile(backend=backend)
+    def first(col):
+        fill_column[GRID, BLOCK](col, 1.0)
+        tg.callback(lambda: (first_ran.set(), second_done.wait(30)), col)
+        return None
+
+    @tg.compile(backend=backend)
+    def second(col):
+        fill_column[GRID, BLOCK](col, 2.0)
+        return None
+
+    streams = (None, None) if backend == "sim" else (cuda.stream(), cuda.stream())
+
+    def run_first():
+        first(a[:, 0], stream=streams[0])
+
+    def run_second():
+        first_ran.wait(30)
+        second(a[:, 1], stream=streams[1])
+        second_done.set()
+
+    threads = [threading.Thread(target=run_first), threading.Thread(target=run_second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    np.testing.assert_array_equal(a[:, 0], np.ones(N))
+    np.testing.assert_array_equal(a[:, 1], np.full(N, 2.0))
+
+
+@pytest.mark.parametrize("view", ["column", "reversed", "transposed", "every_other"])
+def test_written_host_views_match_eager(backend, monkeypatch, view):
+    base = np.arange(4 * N, dtype=np.float64).reshape(N, 4)
+    take = {"column": lambda b: b[:, 1], "reversed": lambda b: b[::-1, 2],
+            "transposed": lambda b: b.T[1], "every_other": lambda b: b.reshape(-1)[::2]}[view]
+
+    def step(v):
+        iscale[(v.size + 7) // 8, 8](v, 3.0)
+        return None
+
+    # eager Numba cannot take a strided NumPy array: the reference runs on a device copy
+    def reference(v):
+        d = cuda.to_device(np.ascontiguousarray(v))
+        iscale[(v.size + 7) // 8, 8](d, 3.0)
+        v[...] = d.copy_to_host()
+
+    for _ in range(2):
+        mine, want = base.copy(), base.copy()
+        f = tg.compile(step, backend=backend)
+        f(take(mine))
+        f(take(mine))
+        reference(take(want))
+        reference(take(want))
+        np.testing.assert_array_equal(mine, want)
+
+
+def test_a_transposed_host_array_written_in_place_matches_eager(backend, monkeypatch):
+    @cuda.jit
+    def scale_2d(m, a):
+        i, j = cuda.grid(2)
+        if i < m.shape[0] and j < m.shape[1]:
+            m[i, j] = m[i, j] * a + i
+
+    def step(m):
+        scale_2d[(1, 1), (4, 8)](m, 2.0)
+        return None
+
+    base = np.arange(32, dtype=np.float64).reshape(8, 4)
+    matches_eager(step, lambda: (base.copy().T,), backend, monkeypatch=monkeypatch)
+
+
+# ---------------------------------------------------------------------------
+# 6. read-only memory is never written
+
+@cuda.jit(device=True)
+def _opaque_store(a, i):
+    a[i] = -1.0
+
+
+_OPAQUE = (_opaque_store,)
+
+
+@cuda.jit
+def store_through_opaque_call(a):
+    i = cuda.grid(1)
+    if i < a.size:
+        _OPAQUE[0](a, i)
+
+
+def _read_only(kind, tmp_path):
+    data = np.arange(N, dtype=np.float64)
+    if kind == "flag":
+        data.setflags(write=False)
+        return data
+    if kind == "frombuffer":
+        return np.frombuffer(data.tobytes(), np.float64)
+    path = tmp_path / "data.bin"
+    data.tofile(path)
+    return np.memmap(path, np.float64, mode="r", shape=(N,))
+
+
+@pytest.mark.parametrize("kind", ["flag", "frombuffer", "memmap"])
+def test_a_kernel_storing_to_a_read_only_input_is_refused_before_running(backend, kind,
+                                                                         tmp_path):
+    x = _read_only(kind, tmp_path)
+    before = np.array(x)
+
+    def step(x):
+        iscale[GRID, BLOCK](x, 2.0)
+        return x
+
+    with pytest.raises(tg.TraceError, match="read-only") as e:
+        tg.compile(step, backend=backend)(x)
+    assert e.value.where.startswith(__file__) and e.value.fix
+    np.testing.assert_array_equal(np.asarray(x), before)
+
+
+@pytest.mark.parametrize("kind", ["flag", "frombuffer", "memmap"])
+def test_read_only_inputs_are_read_correctly(backend, kind, tmp_path):
+    x = _read_only(kind, tmp_path)
+
+    @tg.compile(backend=backend)
+    def step(x):
+        out = tg.empty_like(x)
+        scale[GRID, BLOCK](x, 2.0, out)
+        return out
+
+    np.testing.assert_array_equal(host(step(x)), 2.0 * np.arange(N))
+    np.testing.assert_array_equal(host(step(x)), 2.0 * np.arange(N))
+    assert not step.latest.program.inputs[0].writes_back
+
+
+def test_a_store_the_analysis_cannot_see_into_read_only_memory_fails_cleanly(backend,
+                                                                             tmp_path):
+    x = _read_only("memmap", tmp_path)
+
+    @tg.compile(backend=backend)
+    def step(x):
+        store_through_opaque_call[GRID, BLOCK](x)
+        return None
+
+    with pytest.raises(tg.TracegraphError, match="read-only|readonly|Cannot modify"):
+        step(x)
+    np.testing.assert_array_equal(np.asarray(x), np.arange(N))
+
+
+# ---------------------------------------------------------------------------
+# 7-8. dtypes a kernel cannot take; shapes that overflow
+
+@pytest.mark.parametrize("dtype", [object, np.longdouble, "V8"])
+def test_unsupported_input_dtypes_name_the_argument(backend, dtype):
+    x = np.zeros(N, dtype=dtype)
+
+    def step(x):
+        iscale[GRID, BLOCK](x, 2.0)
+        return x
+
+    with pytest.raises(tg.TraceError, match="argument x is an array of dtype") as e:
+        tg.compile(step, backend=backend)(x)
+    assert e.value.fix
+
+
+@pytest.mark.parametrize("shape, match", [((2**62, 4), "bytes"), ((2**40, 2**40), "bytes"),
+                                          (2.5, "integers"), ((4, "a"), "integers")])
+def test_impossible_shapes_are_errors_at_the_call(backend, shape, match):
+    def step(x):
+        tg.empty(shape)
+        iscale[GRID, BLOCK](x, 2.0)
+        return x
+
+    with pytest.raises(tg.TraceError, match=match) as e:
+        tg.compile(step, backend=backend)(np.zeros(N))
+    assert e.value.where.startswith(__file__)
+
+
+def test_an_object_dtype_graph_array_is_refused(backend):
+    def step(x):
+        tg.empty(4, dtype=object)
+        return x
+
+    with pytest.raises(tg.TraceError, match="object"):
+        tg.compile(step, backend=backend)(np.zeros(N))
+
+
+# ---------------------------------------------------------------------------
+# 9. containers: namedtuples and dataclasses in and out
+
+Pair = collections.namedtuple("Pair", "scaled shifted")
+
+
+@dataclasses.dataclass
+class State:
+    x: object
+    gain: float
+
+
+def test_namedtuple_and_dataclass_arguments_and_results(backend):
+    @tg.compile(backend=backend)
+    def step(state):
+        a, b = tg.empty_like(state.x), tg.empty_like(state.x)
+        scale[GRID, BLOCK](state.x, state.gain, a)
+        scale[GRID, BLOCK](a, 0.5, b)
+        return Pair(a, b), State(b, state.gain)
+
+    x = np.arange(N, dtype=np.float64)
+    for gain in (2.0, 2.0, 4.0):
+        pair, state = step(State(x, gain))
+        assert isinstance(pair, Pair) and isinstance(state, State)
+        np.testing.assert_array_equal(host(pair.scaled), gain * x)
+        np.testing.assert_array_equal(host(pair.shifted), gain * x / 2)
+        np.testing.assert_array_equal(host(state.x), gain * x / 2)
+        assert state.gain == gain
+    assert len(step.compiled) == 2  # the gain is a static field: one graph per value
+    with pytest.raises(tg.SignatureError, match=r"state\.gain"):
+        step.replay(State(x, 8.0))
+
+
+# ---------------------------------------------------------------------------
+# 10. a compiled function called inside another's trace is inlined
+
+def test_a_compiled_function_inside_another_is_inlined(backend, monkeypatch):
+    @tg.compile(backend=backend)
+    def inner(x):
+        out = cuda.device_array_like(x)
+        scale[GRID, BLOCK](x, 3.0, out)
+        return out
+
+    @tg.compile(backend=backend)
+    def outer(x):
+        y = inner(x)
+        z = cuda.device_array_like(x)
+        scale[GRID, BLOCK](y, 2.0, z)
+        return inner.replay(z)
+
+    x = np.arange(N, dtype=np.float64)
+    for _ in range(2):
+        np.testing.assert_array_equal(host(outer(x)), 18.0 * x)
+    assert [op.name for op in outer.latest.program.ops if op.kind == "kernel"] == ["scale"] * 3
+    assert not inner.compiled  # nothing of its own was compiled
+    np.testing.assert_array_equal(host(inner(np.ones(N))), np.full(N, 3.0))
+
+
+# ---------------------------------------------------------------------------
+# 11. Numba's host API inside a traced function
+
+def test_to_device_of_host_data_copies_it_on_every_replay(backend):
+    table = np.arange(N, dtype=np.float64)
+
+    @tg.compile(backend=backend)
+    def step(x):
+        t = cuda.to_device(table)
+        out = cuda.device_array_like(x)
+        scale[GRID, BLOCK](t, 2.0, out)
+        return out
+
+    x = np.zeros(N)
+    np.testing.assert_array_equal(host(step(x)), 2.0 * table)
+    table[:] = 10.0  # eager Numba would copy the new values on the next call: so do we
+    np.testing.assert_array_equal(host(step(x)), np.full(N, 20.0))
+    assert [op.payload for op in step.latest.program.ops if op.kind == "memcpy"].count(
+        "constant") == 1
+
+
+def test_copy_to_device_into_a_captured_array_is_a_graph_copy(backend):
+    target = cuda.to_device(np.zeros(N))
+    values = np.arange(N, dtype=np.float64)
+
+    @tg.compile(backend=backend)
+    def step(x):
+        target.copy_to_device(values)
+        out = cuda.device_array_like(x)
+        scale[GRID, BLOCK](target, 1.0, out)
+        return out
+
+    np.testing.assert_array_equal(host(step(np.zeros(N))), values)
+    target.copy_to_device(np.zeros(N))
+    np.testing.assert_array_equal(host(step(np.zeros(N))), values)
+    np.testing.assert_array_equal(target.copy_to_host(), values)
+
+
+def test_random_states_made_inside_the_trace_match_eager(backend, monkeypatch):
+    from numba.cuda.random import create_xoroshiro128p_states, xoroshiro128p_uniform_float32
+
+    @cuda.jit
+    def draw(states, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = xoroshiro128p_uniform_float32(states, i)
+
+    def step(x):
+        states = create_xoroshiro128p_states(N, seed=7)
+        out = cuda.device_array(N, np.float32)
+        draw[GRID, BLOCK](states, out)
+        return out
+
+    matches_eager(step, fresh(np.zeros(N)), backend, monkeypatch=monkeypatch)
+
+
+@pytest.mark.parametrize("call", ["copy_to_host", "reduce", "pinned", "element", "setitem"])
+def test_host_side_numba_calls_that_cannot_be_graphed_are_trace_errors(backend, call):
+    captured = cuda.to_device(np.ones(N))
+    total = cuda.reduce(lambda a, b: a + b)
+
+    def step(x):
+        if call == "copy_to_host":
+            captured.copy_to_host()
+        elif call == "reduce":
+            total(x)
+        elif call == "pinned":
+            cuda.pinned_array(N)
+        elif call == "element":
+            float(captured[0])
+        else:
+            captured[0] = 1.0
+        iscale[GRID, BLOCK](x, 2.0)
+        return x
+
+    with pytest.raises(tg.TraceError) as e:
+        tg.compile(step, backend=backend)(cuda.to_device(np.zeros(N)))
+    assert e.value.where.startswith(__file__) and e.value.fix
+
+
+# ---------------------------------------------------------------------------
+# 12. the smaller ones
+
+def test_comparing_a_traced_array_refuses_to_branch(backend):
+    def step(x):
+        if x == 0:
+            iscale[GRID, BLOCK](x, 2.0)
+        return x
+
+    with pytest.raises(tg.TraceError, match="Python control flow"):
+        tg.compile(step, backend=backend)(np.zeros(N))
+
+
+def test_a_compiled_method(backend):
+    class Model:
+        def __init__(self, gain):
+            self.gain = gain
+
+        @tg.compile(backend=backend)
+        def step(self, x):
+            out = tg.empty_like(x)
+            scale[GRID, BLOCK](x, self.gain, out)
+            return out
+
+    a, b = Model(2.0), Model(3.0)
+    x = np.arange(N, dtype=np.float64)
+    np.testing.assert_array_equal(host(a.step(x)), 2.0 * x)
+    np.testing.assert_array_equal(host(b.step(x)), 3.0 * x)
+    np.testing.assert_array_equal(host(a.step.replay(x)), 2.0 * x)
+    assert len(Model.step.compiled) == 2
+
+
+def test_a_parameter_named_stream_is_refused_at_the_decorator():
+    with pytest.raises(tg.TraceError, match="stream") as e:
+        @tg.compile
+        def step(x, stream):
+            return x
+    assert e.value.where.startswith(__file__)
+
+
+def test_a_raising_callback_is_a_tracegraph_error(backend):
+    def boom():
+        raise ValueError("from the callback")
+
+    @tg.compile(backend=backend)
+    def step(x):
+        iscale[GRID, BLOCK](x, 2.0)
+        tg.callback(boom, x)
+        return x
+
+    with pytest.raises(tg.TracegraphError, match="from the callback"):
+        step(np.zeros(N))
+        step(np.zeros(N))  # cuda reports a callback's error by the next call at the latest
+
+
+# ---------------------------------------------------------------------------
+# 13. what the GPU backend did differently from sim
+
+def test_replay_with_a_transposed_device_array_is_a_signature_error(backend):
+    @tg.compile(backend=backend)
+    def step(m):
+        out = tg.empty_like(m)
+        scale[GRID, BLOCK](m.reshape(-1), 2.0, out.reshape(-1))
+        return out
+
+    m = cuda.to_device(np.arange(16.0).reshape(4, 4))
+    step(m)
+    with pytest.raises(tg.SignatureError, match="strides"):
+        step.replay(m.T)
+
+
+@pytest.mark.parametrize("place", ["host", "device"])
+def test_zero_size_inputs_replay(backend, place):
+    @tg.compile(backend=backend)
+    def step(x, y):
+        iscale[GRID, BLOCK](y, 2.0)
+        return x, y
+
+    for _ in range(3):
+        x, y = np.zeros(0), np.arange(N, dtype=np.float64)
+        if place == "device":
+            x, y = cuda.to_device(x), cuda.to_device(y)
+        a, b = step(x, y)
+        assert host(a).shape == (0,)
+        np.testing.assert_array_equal(host(b), 2.0 * np.arange(N))
+
+
+@pytest.mark.parametrize("place", ["host", "device"])
+def test_several_views_of_one_array_written_and_read_in_one_step(backend, monkeypatch, place):
+    def step(a):
+        lo, hi, mid = a[:4], a[4:], a[2:6]
+        iscale[1, 4](lo, 2.0)
+        iscale[1, 4](hi, 3.0)
+        out = cuda.device_array(4, np.float64)
+        scale[1, 4](mid, 1.0, out)
+        # eager Numba takes strided views of device arrays only
+        copy[1, 4](out, a[::-2] if place == "device" else a[1:5])
+        return out, a[1:7]
+
+    def make():
+        a = np.arange(N, dtype=np.float64)
+        return (a,) if place == "host" else (cuda.to_device(a),)
+
+    matches_eager(step, make, backend, monkeypatch=monkeypatch)
