@@ -121,12 +121,12 @@ class EagerPlan:
     """
 
     def __init__(self, fn: Any, *args: Any):
-        from tracegraph import arrays
+        from tracegraph.signature import arguments
         from tracegraph.ir import DEVICE_INPUT, EXTERNAL, View
 
         plan = fn.lower(*args)
-        infos = [arrays.describe(a) for a in args]
-        if len(plan.inputs) != len(args) or any(i is not None and i.placement != arrays.DEVICE
+        infos = [arguments.describe(a) for a in args]
+        if len(plan.inputs) != len(args) or any(i is not None and i.placement != arguments.DEVICE
                                                 for i in infos):
             raise ValueError("EagerPlan takes flat positional arguments and device arrays")
         device_bases, _ = backends.input_bases(plan, infos)
@@ -136,7 +136,7 @@ class EagerPlan:
             if b.kind == DEVICE_INPUT:
                 base[b.id] = device_bases[b.id]
             elif b.kind == EXTERNAL:
-                base[b.id] = arrays.describe(b.external).extent[0]
+                base[b.id] = arguments.describe(b.external).extent[0]
             else:
                 mem = cuda.device_array(max(b.nbytes, 1), np.uint8)
                 self._keep.append(mem)

@@ -113,10 +113,10 @@ def main():
         driver.cuGraphLaunch(handle, shandle)
     results["bindings_graph_launch_us"] = (time.perf_counter() - t0) / n * 1e6
     cuda.synchronize()
-    call = g._prepare((x,), {})
+    call = g._calls._prepare((x,), {})
     t0 = time.perf_counter()
     for _ in range(n):
-        g._prepare((x,), {})
+        g._calls._prepare((x,), {})
     results["prepare_us"] = (time.perf_counter() - t0) / n * 1e6
     t0 = time.perf_counter()
     for _ in range(n):

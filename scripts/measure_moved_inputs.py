@@ -119,11 +119,11 @@ def move_breakdown(reps=2000):
     out = {}
     t0 = time.perf_counter()
     for k in range(reps):
-        f._prepare((y if k % 2 else x, outs), {})
+        f._calls._prepare((y if k % 2 else x, outs), {})
     out["prepare_us"] = (time.perf_counter() - t0) / reps * 1e6
     t0 = time.perf_counter()
     for k in range(reps):  # what replay does first: the memo, taking the other array
-        assert f._reuse((y if k % 2 else x, outs)) is not None
+        assert f._calls._reuse((y if k % 2 else x, outs)) is not None
     out["reuse_moved_us"] = (time.perf_counter() - t0) / reps * 1e6
     for name, pick in (("same", lambda k: x), ("moved", lambda k: y if k % 2 else x)):
         out[f"replay_host_us_{name}"] = host_us(f.replay, lambda k: (pick(k), outs), reps)

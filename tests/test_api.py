@@ -391,8 +391,8 @@ def test_a_failed_compile_leaves_nothing_behind(backend):
 def fixed_device_arrays(monkeypatch):
     """The memo only trusts array types whose metadata cannot change (Numba's and CuPy's
     device arrays); the simulator's stand-in is one in practice, so let it in here."""
-    from tracegraph import arrays
-    monkeypatch.setattr(arrays, "_FIXED", arrays._FIXED | {type(cuda.device_array(1))})
+    from tracegraph.signature import arguments
+    monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {type(cuda.device_array(1))})
 
 
 def test_alternating_arrays_reuse_the_signature_without_re_analysis(backend,
@@ -401,12 +401,12 @@ def test_alternating_arrays_reuse_the_signature_without_re_analysis(backend,
     a, b = cuda.to_device(np.arange(16.0)), cuda.to_device(np.arange(16.0) * 2)
     out = cuda.device_array(16)
     f(a, out)
-    first = f._prepare((a, out), {})
+    first = f._calls._prepare((a, out), {})
     for k in range(6):  # ping-pong between a and b
         src = b if k % 2 == 0 else a
-        call = f._reuse((src, out))
+        call = f._calls._reuse((src, out))
         assert call is not None and call.key == first.key
-        assert call.infos[0].ptr == tg.arrays.describe(src).ptr
+        assert call.infos[0].ptr == tg.signature.describe(src).ptr
         f.replay(src, out)
         np.testing.assert_allclose(_host(out), _host(src))
     assert len(f.compiled) == 1
@@ -422,6 +422,6 @@ def test_other_arrays_of_another_kind_get_a_full_analysis(backend, fixed_device_
          "strides": lambda: cuda.to_device(np.arange(32.0))[::2],
          "host": lambda: np.arange(16.0),
          "shared memory": lambda: out}[other]()
-    assert f._reuse((b, out)) is None  # the memo does not vouch for it
+    assert f._calls._reuse((b, out)) is None  # the memo does not vouch for it
     with pytest.raises(tg.SignatureError):  # the full analysis sees another signature
         f.replay(b, out)

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from numba import cuda
 
 import tracegraph as tg
-from tracegraph import arrays
-from tracegraph.arrays import ArrayInfo
+from tracegraph.signature import arguments
+from tracegraph.signature.arguments import ArrayInfo
 
 
 def _brute_force_groups(infos):
@@ -37,14 +37,14 @@ _info = st.one_of(
     st.none(),
     st.builds(lambda place, start, n, step: ArrayInfo(place, 1024 + 8 * start, (n,), (8 * step,),
                                                       np.dtype(np.float64)),
-              st.sampled_from([arrays.HOST, arrays.DEVICE]), st.integers(0, 40),
+              st.sampled_from([arguments.HOST, arguments.DEVICE]), st.integers(0, 40),
               st.integers(0, 12), st.sampled_from([1, 1, 2, -1, 3])))
 
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_info, min_size=1, max_size=8))
 def test_alias_groups_are_the_connected_overlaps(infos):
-    got = arrays.alias_groups(infos)
+    got = arguments.alias_groups(infos)
     want = _brute_force_groups(infos)
     for i in range(len(infos)):
         for j in range(len(infos)):

@@ -18,7 +18,8 @@ from numba.cuda.random import (
 from small_kernels import add, iadd, iscale, scale
 
 import tracegraph as tg
-from tracegraph import _numba, arrays
+from tracegraph import _numba
+from tracegraph.signature import arguments
 from tracegraph.backends import sim
 
 # the tests' own bookkeeping (lines.append in a traced function) is a side effect too
@@ -558,7 +559,7 @@ def test_unseen_device_functions_are_read_and_write_so_order_is_conservative(bac
     plan = f.lower(x)
     for seed in range(3 if backend == "sim" else 0):
         exe = sim.build(plan, seed)
-        got = exe.run([x], [arrays.describe(x)])
+        got = exe.run([x], [arguments.describe(x)])
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
 

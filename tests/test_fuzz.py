@@ -30,7 +30,8 @@ from numba import cuda
 from small_kernels import copy, fill, iscale
 
 import tracegraph as tg
-from tracegraph import arrays, ir
+from tracegraph import ir
+from tracegraph.signature import arguments
 from tracegraph.backends import gpu_usable, sim
 
 FUZZ = os.environ.get("TRACEGRAPH_FUZZ", "").strip().lower()
@@ -267,7 +268,7 @@ def run_in_order(prog: Program, plan: tg.Plan, seed: int) -> list[np.ndarray]:
     """The plan on the simulator in a random valid order of its graph."""
     bases = _caller_bases(prog)
     args = _arguments(prog, bases)
-    results = sim.build(plan, seed).run(list(args), [arrays.describe(a) for a in args])
+    results = sim.build(plan, seed).run(list(args), [arguments.describe(a) for a in args])
     return _state(prog, bases, results)
 
 

@@ -15,7 +15,7 @@ from small_kernels import scale
 import tracegraph as tg
 from tracegraph import TracegraphError, config
 from tracegraph import backends
-from tracegraph.arrays import describe
+from tracegraph.signature.arguments import describe
 from tracegraph.backends.moved_inputs import Costs, MovePolicy, could_win, watched_inputs
 from tracegraph.ir import EXTERNAL
 
@@ -103,7 +103,7 @@ def watched_names(fn, *args, mode="auto"):
     """{input name: written} of what watched_inputs picks for fn's plan on these arguments,
     with the addresses of this call (as the cuda backend builds on them)."""
     f = tg.compile(fn, backend="sim")
-    call = f._prepare(args, {})
+    call = f._calls._prepare(args, {})
     plan = f.lower(*args)
     base, _ = backends.input_bases(plan, call.infos)
     base.update({b.id: describe(b.external).extent[0] for b in plan.buffers

@@ -8,7 +8,8 @@ from numba import cuda
 from small_kernels import add, iadd, iscale, scale
 
 import tracegraph as tg
-from tracegraph import arrays, pytree
+from tracegraph import pytree
+from tracegraph.signature import arguments
 from tracegraph.backends import sim
 from tracegraph.lower import lower
 
@@ -51,7 +52,7 @@ def _wide_expected(x, y):
 
 def _run(plan, *args, seed=None):
     leaves, _, _ = pytree.flatten(args)
-    infos = [arrays.describe(x) for x in leaves]
+    infos = [arguments.describe(x) for x in leaves]
     return sim.build(plan, seed).run(leaves, infos)
 
 

@@ -40,6 +40,15 @@ class Buffer:
     address: int = 0  # where byte 0 lies, for EXTERNAL (a captured array's address is fixed)
 
 
+def contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides = []
+    acc = itemsize
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
 @dataclass(frozen=True, slots=True)
 class View:
     """An array as a kernel sees it: a window of a buffer."""

@@ -113,3 +113,8 @@ def child_path(path: str, spec: Any, entry: Any) -> str:
     if spec.kind == optree.PyTreeKind.CUSTOM and spec.type in _dataclasses_seen:
         return f"{path}.{entry}"
     return f"{path}[{entry!r}]"
+
+
+def accessor(entries: Any) -> Any:
+    """An optree accessor from some of another's entries (to name a subtree's leaves)."""
+    return optree.PyTreeAccessor(tuple(entries))

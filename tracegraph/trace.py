@@ -13,12 +13,13 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from . import _numba, arrays, checks, pytree
+from . import _numba, pytree, side_effects
+from .signature import arguments
 from .errors import TraceError
-from .array import Array
+from .traced import Array
 from .ir import (DEVICE_INPUT, EXTERNAL, HOST_CONSTANT, HOST_INPUT, STAGING, TEMP, Access, Buffer,
                  InputLeaf,
-                 Op, OutputLeaf, Program, View, op_graph)
+                 Op, OutputLeaf, Program, View, contiguous_strides, op_graph)
 from .location import user_location
 
 log = logging.getLogger("tracegraph.trace")
@@ -182,7 +183,7 @@ class Tracer:
                              f"{nbytes} bytes, more than any device can address",
                              where=user_location(3), fix="check the shape")
         buf = self.new_buffer(nbytes, TEMP)
-        view = View(buf, 0, shape, arrays.contiguous_strides(shape, dtype.itemsize), dtype)
+        view = View(buf, 0, shape, contiguous_strides(shape, dtype.itemsize), dtype)
         if zero and nbytes:
             self.ops.append(Op("memset", "zeros", (Access(buf, 0, nbytes, "w"),),
                                user_location(3), args=(view,), payload=0))
@@ -249,8 +250,8 @@ class Tracer:
                     raise TraceError(f"kernel {kernel} names a traced array through "
                                      f"{ref.describe()}", where=where,
                                      fix="pass traced arrays to kernels as arguments")
-                info = arrays.describe(obj)
-                if info is None or info.placement != arrays.DEVICE:
+                info = arguments.describe(obj)
+                if info is None or info.placement != arguments.DEVICE:
                     continue
                 buf = self._external(obj, info).buffer
                 out.append(Access(buf, 0, self.buffers[buf].nbytes, mode))
@@ -268,7 +269,7 @@ class Tracer:
                                  "cuda.to_device outside")
         if isinstance(a, tuple):
             return tuple(self._arg(x, kernel, where, i) for x in a)
-        info = arrays.describe(a)
+        info = arguments.describe(a)
         if info is not None:
             return self._external(a, info)
         if _numba.scalar_type(a) is not None:
@@ -278,7 +279,7 @@ class Tracer:
                          fix="pass traced arrays, device arrays, NumPy/Python scalars or tuples "
                              "of these")
 
-    def _external(self, obj: Any, info: arrays.ArrayInfo) -> View:
+    def _external(self, obj: Any, info: arguments.ArrayInfo) -> View:
         """A device array captured from outside: baked into the graph by address. Captured
         arrays whose bytes overlap share memory (ir.memory_regions orders them)."""
         lo, hi = info.extent
@@ -353,8 +354,8 @@ class Tracer:
         """The view a traced array or a captured device array stands for, or None."""
         if isinstance(obj, Array):
             return self.view_of(obj)
-        info = arrays.describe(obj)
-        if info is not None and info.placement == arrays.DEVICE:
+        info = arguments.describe(obj)
+        if info is not None and info.placement == arguments.DEVICE:
             return self._external(obj, info)
         return None
 
@@ -410,7 +411,7 @@ def _bytes_view(buffer: int, offset: int, nbytes: int) -> View:
 # tracing a whole function
 
 def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
-                   infos: list[arrays.ArrayInfo | None],
+                   infos: list[arguments.ArrayInfo | None],
                    groups: list[tuple[int, int] | None]) -> Program:
     """Run `fn` once on traced stand-ins for its array arguments; return the Program.
 
@@ -421,7 +422,7 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     tracer = Tracer(name)
     inputs, stand_ins = _bind_inputs(tracer, leaves, paths, infos, groups)
     n_prologue = len(tracer.ops)
-    checks.warn_side_effects(fn, name)
+    side_effects.warn_side_effects(fn, name)
     previous = _numba.set_tracer(tracer)
     try:
         args, kwargs = pytree.unflatten(tree, stand_ins)
@@ -433,7 +434,7 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
                          where=_def_location(fn),
                          fix="launch at least one kernel (or tg.ops call) inside it, or call "
                              "it without @tg.compile")
-    device_mode = any(i is not None and i.placement == arrays.DEVICE for i in infos)
+    device_mode = any(i is not None and i.placement == arguments.DEVICE for i in infos)
     outputs, out_tree = _bind_outputs(tracer, result, inputs, device_mode, name, fn, stand_ins)
     inputs = _mark_written_and_write_back(tracer, inputs)
     ops = tuple(tracer.ops)
@@ -443,7 +444,7 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
 
 
 def aliased_inputs(buffers: list[Buffer], inputs: list[InputLeaf],
-                   infos: list[arrays.ArrayInfo | None]) -> frozenset[tuple[int, int]]:
+                   infos: list[arguments.ArrayInfo | None]) -> frozenset[tuple[int, int]]:
     """(device input buffer, captured buffer) pairs whose bytes overlap in this call."""
     captured = [(b.address, b.address + b.nbytes, b.id) for b in buffers
                 if b.kind == EXTERNAL and b.nbytes]
@@ -490,7 +491,7 @@ def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
         first, delta = g
         if first not in group_buffers:
             nbytes = spans[first]
-            if info.placement == arrays.HOST:
+            if info.placement == arguments.HOST:
                 staging = tracer.new_buffer(nbytes, STAGING, f"{path} (pinned)", input_index=i)
                 buf = tracer.new_buffer(nbytes, HOST_INPUT, path, input_index=i)
                 tracer.copy(_bytes_view(buf, 0, nbytes), _bytes_view(staging, 0, nbytes),
@@ -540,7 +541,7 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
                         "output", _def_location(fn))
             out_view = View(dst, view.offset - start, view.shape, view.strides, view.dtype)
             outputs.append(OutputLeaf("host" if not device_mode else "device", view=out_view))
-        elif isinstance(leaf, (np.ndarray,)) or arrays.describe(leaf) is not None:
+        elif isinstance(leaf, (np.ndarray,)) or arguments.describe(leaf) is not None:
             raise TraceError(f"{name} returned a {type(leaf).__name__} at {path} that is not "
                              "a traced array", where=_def_location(fn),
                              fix="return arrays made inside the traced function (tg.empty, "
@@ -569,7 +570,7 @@ def _mark_written_and_write_back(tracer: Tracer, inputs: list[InputLeaf]) -> lis
             continue
         lo, hi = inp.view.byte_range()
         is_written = any(s < hi and lo < e for s, e in writes.get(inp.buffer, ()))
-        if is_written and not inp.view.readonly and inp.placement == arrays.HOST and \
+        if is_written and not inp.view.readonly and inp.placement == arguments.HOST and \
                 inp.buffer not in copied_back:
             copied_back.add(inp.buffer)
             n = tracer.buffers[inp.buffer].nbytes

@@ -32,7 +32,7 @@ import numpy as np
 from numba import cuda
 
 from .. import _numba, config, pytree
-from ..arrays import ArrayInfo, describe
+from ..signature.arguments import ArrayInfo, describe
 from ..errors import CudaError, LoweringError, TracegraphError
 from ..ir import DEVICE_INPUT, EXTERNAL, HOST_CONSTANT, HOST_INPUT, STAGING, TEMP
 from ..lower import CScalar, Plan, PlanNode, Ptr

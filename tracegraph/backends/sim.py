@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import _numba, pytree
-from ..arrays import ArrayInfo, describe
+from ..signature.arguments import ArrayInfo, describe
 from ..errors import LoweringError, TracegraphError
 from ..ir import DEVICE_INPUT, EXTERNAL, HOST_CONSTANT, HOST_INPUT, STAGING, TEMP, View
 from ..lower import Plan

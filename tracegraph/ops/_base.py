@@ -15,7 +15,7 @@ import numpy as np
 from numba import cuda
 
 from .. import _numba
-from ..array import Array
+from ..traced import Array
 from ..errors import TraceError
 from ..ir import View
 from ..location import user_location

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ..array import Array
+from ..traced import Array
 from ..trace import access
 from . import _base as B
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ..array import Array
+from ..traced import Array
 from ..trace import access, empty
 from . import _base as B
 from .elementwise import _max2, _min2, copy

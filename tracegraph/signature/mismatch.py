@@ -1,25 +1,13 @@
-"""Signatures of calls: how a non-array argument enters the key, and why a replay's
-arguments match no compiled signature (one message per argument that differs, naming it
-and saying expected vs actual)."""
+"""Why a replay's arguments match no compiled signature: one message per argument that
+differs, naming it and saying expected vs actual."""
 from __future__ import annotations
 
 from typing import Any, Callable
 
-import numpy as np
-
-from . import arrays, pytree
-from .ir import Program
-
-# -0.0 == 0.0 and nan != nan: floats are keyed by their exact repr
-FLOATS = frozenset({float, complex, np.float16, np.float32, np.float64, np.longdouble,
-                    np.complex64, np.complex128, np.clongdouble})
-
-
-def static_key(x: Any) -> tuple:
-    """How a non-array argument enters the signature (inlined in api's _prepare)."""
-    t = type(x)
-    return (t, repr(x) if t in FLOATS else x)
-
+from .. import pytree
+from . import arguments
+from ..ir import Program
+from .call import static_key
 
 def describe_mismatch(program: Program, call: Any,
                    positional_names: Callable[[int], list[str]]) -> list[str]:
@@ -57,7 +45,7 @@ def describe_mismatch(program: Program, call: Any,
 
 def _sharing_diffs(expected: tuple, call: Any) -> list[str]:
     """Which arguments share memory now but did not in the compiled call, or the reverse."""
-    groups = arrays.alias_groups(call.infos)
+    groups = arguments.alias_groups(call.infos)
     at = [i for i, inp in enumerate(expected) if inp.kind == "array"]
     diffs = []
     for n, i in enumerate(at):

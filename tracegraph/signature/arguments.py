@@ -5,7 +5,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _numba
+from .. import _numba
+from ..ir import contiguous_strides
 
 HOST = "host"
 DEVICE = "device"
@@ -33,15 +34,6 @@ class ArrayInfo(NamedTuple):
             else:
                 hi += step
         return (lo, hi + self.dtype.itemsize)
-
-
-def contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    strides = []
-    acc = itemsize
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(strides))
 
 
 def describe(obj: Any) -> ArrayInfo | None:
@@ -180,3 +172,9 @@ def _reader_for_fixed(t: type) -> bool:
     if fixed:
         _FIXED.add(t)
     return fixed
+
+
+def disjoint(infos: list[ArrayInfo | None]) -> bool:
+    """No two of these arrays share memory."""
+    firsts = [g[0] for g in alias_groups(infos) if g is not None]
+    return len(set(firsts)) == len(firsts)

@@ -5,9 +5,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import arrays
+
 from .errors import TraceError
-from .ir import View
+from .ir import View, contiguous_strides
 from .location import user_location
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ class Array:
         if not v.is_c_contiguous():
             raise _refuse(f"reshape of a non-contiguous traced array {v.shape}",
                           "copy it first with tg.ops.copy")
-        strides = arrays.contiguous_strides(shape, v.itemsize)
+        strides = contiguous_strides(shape, v.itemsize)
         return Array(self._tracer, View(v.buffer, v.offset, shape, strides, v.dtype))
 
     # arithmetic is tracegraph.ops

@@ -1,0 +1,10 @@
+"""The signature stage: what the caller passed (arguments.py), one call's key and the memo
+of the last call (call.py), and why a call matches no compiled graph (mismatch.py)."""
+from __future__ import annotations
+
+from .arguments import DEVICE, HOST, ArrayInfo, alias_groups, describe, disjoint
+from .call import Call, CallAnalyzer, hashable, static_key
+from .mismatch import describe_mismatch
+
+__all__ = ["DEVICE", "HOST", "ArrayInfo", "Call", "CallAnalyzer", "alias_groups", "describe",
+           "describe_mismatch", "disjoint", "hashable", "static_key"]

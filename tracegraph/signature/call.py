@@ -1,0 +1,188 @@
+"""One call's signature: its arguments flattened, each array described, the arrays that
+share memory grouped, and the hashable key that picks a compiled graph.
+
+The key holds the argument structure and, per array, placement, shape, dtype, strides,
+read-only flag and alias group; per other value its type and value (floats by repr:
+-0.0 == 0.0 and nan != nan). A memo of the last call (weak references) lets the replay
+loop skip all of it when the same objects come back, and describe only the new arrays
+when other arrays of the same kind do (ping-pong buffers).
+"""
+from __future__ import annotations
+
+import inspect
+import weakref
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import pytree
+from ..errors import SignatureError, TraceError
+from ..location import user_location
+from . import arguments
+
+FLOATS = frozenset({float, complex, np.float16, np.float32, np.float64, np.longdouble,
+                    np.complex64, np.complex128, np.clongdouble})
+
+
+def static_key(x: Any) -> tuple:
+    """How a non-array argument enters the signature."""
+    t = type(x)
+    return (t, repr(x) if t in FLOATS else x)
+
+
+def array_key(info: arguments.ArrayInfo, group: tuple[int, int] | None) -> tuple:
+    return (info.placement, info.shape, info.dtype, info.strides, info.readonly, group)
+
+
+class Call:
+    """One call's flattened arguments, what they are, and its signature key."""
+    __slots__ = ("leaves", "paths", "tree", "infos", "key")
+
+    def __init__(self, leaves: list, paths: list, tree: Any, infos: list, key: tuple):
+        self.leaves, self.paths, self.tree, self.infos, self.key = leaves, paths, tree, infos, key
+
+    def with_key(self, key: tuple) -> Call:
+        return Call(self.leaves, self.paths, self.tree, self.infos, key)
+
+
+class CallAnalyzer:
+    """Turns the arguments of calls to one function into Calls."""
+
+    def __init__(self, fn: Callable, qualname: str):
+        self.qualname = qualname
+        self.pysig = inspect.signature(fn)
+        params = list(self.pysig.parameters.values())
+        self.simple_arity = (len(params) if all(
+            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+            for p in params) else None)
+        self.param_names = list(self.pysig.parameters)
+        self.flat_tree = pytree.structure(((0,) * len(params), {}))
+        self.memo: tuple | None = None  # (weak) last arguments and their Call parts
+
+    def forget(self) -> None:
+        self.memo = None
+
+    def analyze(self, args: tuple, kwargs: dict) -> Call:
+        call = self._reuse(args) if not kwargs else None
+        return call if call is not None else self._prepare(args, kwargs)
+
+    # -- the memo ---------------------------------------------------------------
+    def _reuse(self, args: tuple) -> Call | None:
+        """The last call's analysis, when called again with the very same objects whose
+        metadata cannot change (device arrays, scalars): the common replay loop."""
+        memo = self.memo
+        if memo is None:
+            return None
+        last_args, last_leaves, rest, extents = memo
+        if len(args) != len(last_args):
+            return None
+        for a, r in zip(args, last_args):
+            if (r[0] if type(r) is tuple else r()) is not a:
+                return self._reuse_moved(args, memo) if extents is not None else None
+        leaves = (list(args) if last_leaves is None else
+                  [r[0] if type(r) is tuple else r() for r in last_leaves])
+        return Call(leaves, *rest)
+
+    def _reuse_moved(self, args: tuple, memo: tuple) -> Call | None:
+        """The last call's signature for other arrays of the same shape, dtype, strides and
+        placement where the last call had no two arguments sharing memory and these do not
+        either (a ping-pong loop): only the new arrays are described."""
+        last_args, _, (paths, tree, infos, key), extents = memo
+        infos, extents = list(infos), list(extents)
+        for i, (a, r) in enumerate(zip(args, last_args)):
+            if (r[0] if type(r) is tuple else r()) is a:
+                continue
+            old = infos[i]
+            if old is None or not arguments.has_fixed_metadata(a):
+                return None
+            info = arguments.describe(a)
+            if info is None or array_key(info, None) != array_key(old, None):
+                return None
+            infos[i], extents[i] = info, info.extent
+        if not arguments.disjoint(infos):
+            return None  # now sharing memory: another signature
+        self.memo = (tuple(map(_ref, args)), None, (paths, tree, infos, key), extents)
+        return Call(list(args), paths, tree, infos, key)
+
+    # -- the full analysis --------------------------------------------------------
+    def _prepare(self, args: tuple, kwargs: dict) -> Call:
+        """Flatten the arguments, describe the arrays, and build the signature key."""
+        if not kwargs and len(args) == self.simple_arity and all(map(pytree.is_leaf, args)):
+            leaves, paths, tree = list(args), self.param_names, self.flat_tree
+        else:
+            leaves, paths, tree = self._bind(args, kwargs)
+        infos = [arguments.describe(x) for x in leaves]
+        groups = arguments.alias_groups(infos)
+        key = tuple([tree] + [static_key(leaf) if info is None else array_key(info, group)
+                              for leaf, info, group in zip(leaves, infos, groups)])
+        try:
+            hash(key)
+        except TypeError:
+            bad = next(i for i, (leaf, info) in enumerate(zip(leaves, infos))
+                       if info is None and not hashable(leaf))
+            raise TraceError(f"argument {paths[bad]} of type {type(leaves[bad]).__name__} "
+                             "cannot live in a graph", where=user_location(4),
+                             fix="pass arrays, scalars, or containers (tuples, lists, dicts, "
+                                 "namedtuples, dataclasses) of these") from None
+        call = Call(leaves, paths, tree, infos, key)
+        if not kwargs and all(arguments.has_fixed_metadata(a) for a in args):
+            # weakly: a compiled function must not keep its caller's arrays alive
+            simple = len(leaves) == len(args) and all(leaf is a for leaf, a in zip(leaves, args))
+            # where no two arguments share memory, _reuse_moved can take other arrays
+            extents = ([i.extent if i is not None else None for i in infos]
+                       if simple and arguments.disjoint(infos) else None)
+            self.memo = (tuple(map(_ref, args)), None if simple else tuple(map(_ref, leaves)),
+                         (paths, tree, infos, key), extents)
+        return call
+
+    def _bind(self, args: tuple, kwargs: dict) -> tuple[list, list, Any]:
+        try:
+            bound = self.pysig.bind(*args, **kwargs)
+        except TypeError as exc:
+            got = f"{len(args)} positional argument(s)" + (
+                f" and the keyword(s) {', '.join(kwargs)}" if kwargs else "")
+            raise SignatureError(f"{self.qualname}() got arguments that do not match its "
+                                 f"parameters {self.pysig}: {exc} (got {got})",
+                                 where=user_location(5),
+                                 fix=f"call it as {self.qualname}{self.pysig}") from None
+        bound.apply_defaults()
+        positional = self.positional_names(len(bound.args))
+
+        def name(accessor: Any) -> str:
+            head, rest = accessor[1].entry, pytree.accessor(accessor[2:])
+            return rest.codify(positional[head] if accessor[0].entry == 0 else str(head))
+
+        # keyword arguments by name: f(x, p=1, q=2) and f(x, q=2, p=1) are one signature
+        return pytree.flatten((tuple(bound.args), dict(bound.kwargs)), name)
+
+    def positional_names(self, n: int) -> list[str]:
+        """Names of the first n positional arguments; `*args` ones are `args[k]`."""
+        names, var = [], "args"
+        for p in self.pysig.parameters.values():
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                names.append(p.name)
+            elif p.kind == p.VAR_POSITIONAL:
+                var = p.name
+        return names[:n] + [f"{var}[{k}]" for k in range(n - len(names))]
+
+
+_NO_WEAKREF: set[type] = set()
+
+
+def _ref(x: Any) -> Any:
+    """A weak reference to x (an array), or (x,) for what has none (scalars, None)."""
+    t = type(x)
+    if t not in _NO_WEAKREF:
+        try:
+            return weakref.ref(x)
+        except TypeError:
+            _NO_WEAKREF.add(t)
+    return (x,)
+
+
+def hashable(x: Any) -> bool:
+    try:
+        hash(x)
+        return True
+    except TypeError:
+        return False
