@@ -719,3 +719,265 @@ def test_several_views_of_one_array_written_and_read_in_one_step(backend, monkey
         return (a,) if place == "host" else (cuda.to_device(a),)
 
     matches_eager(step, make, backend, monkeypatch=monkeypatch)
+
+
+# ---------------------------------------------------------------------------
+# further cases found by trying numba-cuda's own test kernels and other constructs
+
+Point = collections.namedtuple("Point", "x y")
+
+
+@cuda.jit
+def set_from_point(r, p):
+    r[0] = p.x
+    r[1] = p.y
+
+
+@cuda.jit
+def add_pair(pair, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = pair.x[i] + pair.y[i]
+
+
+def test_namedtuples_as_kernel_arguments(backend, monkeypatch):
+    def step(r, a, b):
+        set_from_point[1, 1](r, Point(1, 2))
+        out = cuda.device_array_like(a)
+        add_pair[1, 8](Point(a, b), out)
+        return out
+
+    matches_eager(step, fresh(np.zeros(2, np.int64), np.arange(8.0), np.ones(8)), backend,
+                  monkeypatch=monkeypatch)
+
+
+@cuda.jit
+def set_parts(a):
+    i = cuda.grid(1)
+    if i < a.size:
+        a.real[i] = 100 + i
+        a.imag[i] = -i
+
+
+@cuda.jit
+def bump_real(values):
+    i = cuda.grid(1)
+    if i < values.size:
+        cuda.atomic.add(values.real, i, 1)
+
+
+@cuda.jit
+def set_flat(a):
+    i = cuda.grid(1)
+    if i < a.size:
+        a.flat[i] = i
+
+
+@cuda.jit
+def set_last_column(a):
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        a[..., 1][i] = 7.0
+
+
+@cuda.jit(device=True)
+def _store_second(*arrays):
+    arrays[1][0] = 42.0
+
+
+@cuda.jit
+def store_through_star_device_function(a, b):
+    _store_second(a, b)
+
+
+ROWS = slice(0, 2)
+
+
+@cuda.jit
+def set_rows(a):
+    a[ROWS][0] = 5.0
+
+
+@cuda.jit
+def long_alias_chain(a, out, n):
+    v0 = a; v1 = a; v2 = a; v3 = a; v4 = a; v5 = a  # noqa: E702
+    v6 = a; v7 = a; v8 = a; v9 = a; v10 = a; v11 = a  # noqa: E702
+    for _ in range(n):
+        v0[0] = 1.0
+        v0 = v1; v1 = v2; v2 = v3; v3 = v4; v4 = v5; v5 = v6  # noqa: E702
+        v6 = v7; v7 = v8; v8 = v9; v9 = v10; v10 = v11; v11 = out  # noqa: E702
+
+
+@pytest.mark.parametrize("case", ["real_imag", "atomic_real", "flat", "ellipsis",
+                                  "star_device_function", "global_slice", "alias_chain"])
+def test_stores_through_views_the_analysis_must_see(backend, monkeypatch, case):
+    def step(a, b):
+        if case == "real_imag":
+            set_parts[1, 8](a)
+        elif case == "atomic_real":
+            bump_real[1, 8](a)
+        elif case == "flat":
+            set_flat[1, 8](b)
+        elif case == "ellipsis":
+            set_last_column[1, 4](b.reshape(4, 2))
+        elif case == "star_device_function":
+            store_through_star_device_function[1, 1](b, b[4:])
+        elif case == "global_slice":
+            set_rows[1, 1](b.reshape(4, 2))
+        else:
+            long_alias_chain[1, 1](b, b[4:], 14)
+        return a, b
+
+    matches_eager(step, fresh(np.arange(8) + 1j * np.arange(8), np.zeros(8)), backend,
+                  monkeypatch=monkeypatch)
+
+
+def test_augmented_assignment_on_a_traced_array_is_in_place(backend, monkeypatch):
+    def step(x):
+        x += 1.0
+        iscale[GRID, BLOCK](x, 2.0)
+        x *= 3.0
+        return None
+
+    @tg.compile(backend=backend)
+    def traced(x):
+        return step(x)
+
+    x = np.arange(N, dtype=np.float64)
+    traced(x)
+    np.testing.assert_array_equal(x, (np.arange(N) + 1.0) * 6.0)
+
+
+def test_numpy_scalars_and_ufuncs_on_traced_arrays(backend):
+    @tg.compile(backend=backend)
+    def step(x):
+        return np.float64(2.0) * x, np.float32(1.0) + x, np.float64(3.5) < x, np.exp(x)
+
+    x = np.arange(N, dtype=np.float64)
+    got = [host(r) for r in step(x)]
+    want = [2.0 * x, 1.0 + x, 3.5 < x, np.exp(x)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w)
+
+
+def test_an_empty_slice_of_a_reversed_view(backend):
+    @tg.compile(backend=backend)
+    def step(x):
+        iscale[GRID, BLOCK](x, 2.0)
+        iscale[GRID, BLOCK](x[::-1][x.shape[0]:], 3.0)
+        return x
+
+    np.testing.assert_array_equal(host(step(np.ones(N))), np.full(N, 2.0))
+
+
+def test_declared_writes_through_star_args(backend):
+    @cuda.jit
+    def k(a, *rest):
+        i = cuda.grid(1)
+        if i < a.size:
+            rest[1][i] = a[i] + rest[0][i]
+
+    tg.access(k, reads=("a",), writes=("rest",))
+
+    @tg.compile(backend=backend)
+    def step(a, b, c):
+        k[GRID, BLOCK](a, b, c)
+
+    a, b, c = np.arange(N, dtype=np.float64), np.ones(N), np.zeros(N)
+    step(a, b, c)
+    np.testing.assert_array_equal(c, a + b)
+    tg.access(k, reads=(0, 1), writes=(2,))  # by position, past the named parameters
+
+
+def test_size_zero_batches_launch_nothing_and_work(backend):
+    @tg.compile(backend=backend)
+    def with_ops(x):
+        return 2.0 * x + 1.0
+
+    @tg.compile(backend=backend)
+    def with_forall(x):
+        iscale.forall(x.size)(x, 2.0)
+        return x
+
+    for f in (with_ops, with_forall):
+        assert host(f(np.ones(4))).tolist() in ([3.0] * 4, [2.0] * 4)
+        assert host(f(np.zeros(0))).shape == (0,)
+
+
+def test_grid_sync_in_a_closure_device_function_is_found_at_trace_time(backend):
+    def make():
+        @cuda.jit(device=True)
+        def barrier():
+            cuda.cg.this_grid().sync()
+
+        @cuda.jit
+        def k(a):
+            a[cuda.grid(1)] = 1
+            barrier()
+        return k
+
+    k = make()
+    assert tg._numba.uses_grid_sync(k)
+
+
+def test_a_callback_calling_cuda_is_refused_on_every_backend(backend):
+    side = np.zeros(N)
+
+    def calls_cuda():
+        iscale[GRID, BLOCK](side, 2.0)
+
+    @tg.compile(backend=backend)
+    def step(x):
+        iscale[GRID, BLOCK](x, 2.0)
+        tg.callback(calls_cuda, x)
+        return x
+
+    with pytest.raises(tg.TracegraphError, match="CUDA"):
+        step(np.zeros(N))
+        step(np.zeros(N))
+
+
+@pytest.mark.parametrize("case", ["extensions", "device_function", "bool_index"])
+def test_launches_a_graph_cannot_replay_are_refused(backend, case):
+    @cuda.jit
+    def with_extension(a):
+        a[0] = 3
+
+    class KeepOnDevice:
+        def prepare_args(self, ty, val, **kwargs):
+            return ty, val
+
+    with_extension.extensions.append(KeepOnDevice())
+
+    def step(x):
+        if case == "extensions":
+            with_extension[1, 1](x)
+        elif case == "device_function":
+            _store_second[1, 1](x, x)
+        else:
+            iscale[GRID, BLOCK](x[True], 2.0)
+        return x
+
+    with pytest.raises(tg.TraceError) as e:
+        tg.compile(step, backend=backend)(np.zeros(N))
+    assert e.value.where.startswith(__file__) and e.value.fix
+
+
+class Colour(__import__("enum").IntEnum):
+    RED = 1
+    BLUE = 3
+
+
+@cuda.jit
+def fill_enum(a, c):
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] = c
+
+
+def test_enum_kernel_arguments(backend, monkeypatch):
+    def step(a):
+        fill_enum[GRID, BLOCK](a, Colour.BLUE)
+        return a
+
+    matches_eager(step, fresh(np.zeros(N, np.int64)), backend, monkeypatch=monkeypatch)

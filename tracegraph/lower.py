@@ -130,7 +130,7 @@ def _argtype(arg: Any, op: Op) -> Any:
         layout = _numba.layout_of(arg.shape, arg.strides, arg.itemsize)
         return _numba.array_type(arg.dtype, len(arg.shape), layout, arg.readonly)
     if isinstance(arg, tuple):
-        return _numba.tuple_type([_argtype(a, op) for a in arg])
+        return _numba.tuple_type([_argtype(a, op) for a in arg], type(arg))
     ty = _numba.scalar_type(arg)
     if ty is None:
         raise LoweringError(f"kernel {op.name} got an argument of type {type(arg).__name__}",

@@ -27,30 +27,40 @@ log = logging.getLogger("tracegraph.trace")
 # ---------------------------------------------------------------------------
 # declared accesses
 
-_declared: "weakref.WeakKeyDictionary[Any, tuple[frozenset, frozenset]]" = weakref.WeakKeyDictionary()
+# kernel -> (reads, writes): argument positions, or ("*", k) for every argument from k on
+_declared: weakref.WeakKeyDictionary[Any, tuple[frozenset, frozenset]] = \
+    weakref.WeakKeyDictionary()
 
 
 def access(kernel: Any, *, reads: Iterable[str | int] = (), writes: Iterable[str | int] = ()) -> Any:
     """Declare which parameters `kernel` reads and writes, overriding inference.
 
-    Parameters are named or numbered; array parameters in neither list are taken as read.
-    Returns the kernel, so it can wrap the definition.
+    Parameters are named or numbered (positions of the launch's arguments); naming a
+    `*args` parameter covers every argument it collects. Array parameters in neither list
+    are taken as read. Returns the kernel, so it can wrap the definition.
     """
     if not _numba.is_kernel(kernel):
         raise TraceError(f"tg.access expects a @cuda.jit kernel, got {type(kernel).__name__}",
                          where=user_location(2), fix="pass the kernel object itself")
-    names = list(inspect.signature(_numba.kernel_py_func(kernel)).parameters)
+    params = list(inspect.signature(_numba.kernel_py_func(kernel)).parameters.values())
+    names = [p.name for p in params]
+    star = next((k for k, p in enumerate(params) if p.kind == p.VAR_POSITIONAL), None)
 
-    def index(p: str | int) -> int:
-        if isinstance(p, int) and 0 <= p < len(names):
+    def index(p: str | int) -> Any:
+        if isinstance(p, int) and p >= 0 and (p < len(names) or star is not None):
             return p
         if isinstance(p, str) and p in names:
-            return names.index(p)
+            k = names.index(p)
+            return ("*", k) if k == star else k
         raise TraceError(f"tg.access: {_numba.kernel_name(kernel)} has no parameter {p!r}",
                          where=user_location(3), fix=f"use one of {names}")
 
     _declared[kernel] = (frozenset(map(index, reads)), frozenset(map(index, writes)))
     return kernel
+
+
+def _declares(positions: frozenset, i: int) -> bool:
+    return i in positions or any(type(p) is tuple and i >= p[1] for p in positions)
 
 
 def _kernel_access(kernel: Any, ndims: tuple[int | None, ...],
@@ -66,10 +76,11 @@ def _kernel_access(kernel: Any, ndims: tuple[int | None, ...],
     declared = _declared.get(kernel)
     if declared is not None:
         reads, writes = declared
-        params = tuple(("w" if i in writes and i not in reads else
-                        "rw" if i in writes else "r") if nd is not None else ""
+        params = tuple(("w" if _declares(writes, i) and not _declares(reads, i) else
+                        "rw" if _declares(writes, i) else "r") if nd is not None else ""
                        for i, nd in enumerate(ndims))
-        return _numba.KernelAccess(params, frozenset(writes),
+        stored = frozenset(i for i in range(len(ndims)) if _declares(writes, i))
+        return _numba.KernelAccess(params, stored,
                                    inferred.globals if inferred is not None else
                                    _numba.unknown_globals(kernel))
     if inferred is None:
@@ -96,8 +107,10 @@ MAX_BYTES = 2**63 - 1  # Numba indexes memory with int64
 def _shape(shape: Any) -> tuple[int, ...]:
     """A shape as ints: integers only (2.0 is refused, as NumPy refuses it)."""
     try:
-        return (operator.index(shape),) if np.ndim(shape) == 0 else \
-            tuple(operator.index(s) for s in shape)
+        dims = [shape] if np.ndim(shape) == 0 else list(shape)
+        if any(isinstance(d, (bool, np.bool_)) for d in dims):
+            raise TypeError("a bool is not a size")
+        return tuple(operator.index(d) for d in dims)
     except TypeError:
         raise TraceError(f"shape {shape!r} is not a tuple of integers", where=user_location(3),
                          fix="pass integer dimensions, e.g. tg.empty((n, 4))") from None
@@ -162,6 +175,7 @@ class Tracer:
         self.name = name
         self.ops: list[Op] = []
         self.buffers: list[Buffer] = []
+        self.launches = 0  # launches asked for, also those that run nothing (0 elements)
         self._externals: dict[int, int] = {}  # id(device array) -> buffer
         self._external_refs: list[Any] = []
         self._warned_stream = False
@@ -202,6 +216,16 @@ class Tracer:
                       args: tuple, *, stream: bool = False) -> None:
         where = user_location(3)
         name = _numba.kernel_name(kernel)
+        self.launches += 1
+        if _numba.is_device_function(kernel):
+            raise TraceError(f"{name} is a device function (@cuda.jit(device=True)), which "
+                             "cannot be launched", where=where,
+                             fix=f"call {name} from a kernel, or define it without device=True")
+        if _numba.kernel_extensions(kernel):
+            raise TraceError(f"kernel {name} has argument extensions (kernel.extensions), "
+                             "which convert arguments at each eager launch in ways a graph "
+                             "cannot replay", where=where,
+                             fix=f"launch {name} without extensions inside a traced function")
         if _numba.kernel_is_debug(kernel):
             raise TraceError(f"kernel {name} was compiled with debug=True: it reads back an "
                              "error code after every launch, so it cannot live in a graph",
@@ -268,7 +292,8 @@ class Tracer:
                                  "a graph input), or copy it to the device once with "
                                  "cuda.to_device outside")
         if isinstance(a, tuple):
-            return tuple(self._arg(x, kernel, where, i) for x in a)
+            items = [self._arg(x, kernel, where, i) for x in a]
+            return type(a)(*items) if hasattr(a, "_fields") else tuple(items)
         info = arguments.describe(a)
         if info is not None:
             return self._external(a, info)
@@ -429,7 +454,7 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
         result = fn(*args, **kwargs)
     finally:
         _numba.set_tracer(previous)
-    if len(tracer.ops) == n_prologue:
+    if len(tracer.ops) == n_prologue and not tracer.launches:
         raise TraceError(f"the traced function {name} launched nothing",
                          where=_def_location(fn),
                          fix="launch at least one kernel (or tg.ops call) inside it, or call "

@@ -26,6 +26,29 @@ class Array:
 
     __slots__ = ("_tracer", "_view", "__weakref__")
 
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """NumPy ufuncs on traced arrays (np.exp(x), np.float32(2) * x) are tracegraph.ops
+        launches where an op of that name exists."""
+        from . import ops
+        name = _UFUNC_OPS.get(ufunc.__name__, ufunc.__name__)
+        op = getattr(ops, name, None)
+        if method != "__call__" or op is None or set(kwargs) - {"out"}:
+            raise _refuse(f"NumPy's {ufunc.__name__}.{method} on a traced array reads device "
+                          "data while tracing", "use tracegraph.ops (docs/ops.md) or a kernel")
+        # NumPy hands scalar operands over as 0-d arrays
+        inputs = tuple(x[()] if isinstance(x, np.ndarray) and x.ndim == 0 else x
+                       for x in inputs)
+        out = kwargs.get("out")
+        if out is not None:
+            (out,) = out
+            return op(*inputs, out=out)
+        return op(*inputs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        raise _refuse(f"np.{func.__name__}() of a traced array reads device data while "
+                      "tracing (np.asarray)", f"use tracegraph.ops (tg.ops.{func.__name__} "
+                      f"where it exists) inside the traced function, or {_READ_FIX}")
+
     def __init__(self, tracer: "Tracer", view: View):
         self._tracer = tracer
         self._view = view
@@ -50,7 +73,8 @@ class Array:
     @property
     def T(self) -> "Array":
         v = self._view
-        return Array(self._tracer, View(v.buffer, v.offset, v.shape[::-1], v.strides[::-1], v.dtype))
+        return Array(self._tracer, View(v.buffer, v.offset, v.shape[::-1], v.strides[::-1], v.dtype,
+                                        v.readonly))
 
     def __getitem__(self, key: Any) -> "Array":
         return Array(self._tracer, _index_view(self._view, key))
@@ -117,7 +141,7 @@ class Array:
             raise _refuse(f"reshape of a non-contiguous traced array {v.shape}",
                           "copy it first with tg.ops.copy")
         strides = contiguous_strides(shape, v.itemsize)
-        return Array(self._tracer, View(v.buffer, v.offset, shape, strides, v.dtype))
+        return Array(self._tracer, View(v.buffer, v.offset, shape, strides, v.dtype, v.readonly))
 
     # arithmetic is tracegraph.ops
     def _op(self, name: str, *args: Any) -> Any:
@@ -141,6 +165,17 @@ class Array:
     def __gt__(self, o): return self._op("greater", self, o)
     def __ge__(self, o): return self._op("greater_equal", self, o)
 
+    # in place, as NumPy: `x += 1` writes x (Python would otherwise rebind x to x + 1)
+    def __iadd__(self, o): return self._inplace("add", o)
+    def __isub__(self, o): return self._inplace("subtract", o)
+    def __imul__(self, o): return self._inplace("multiply", o)
+    def __itruediv__(self, o): return self._inplace("divide", o)
+
+    def _inplace(self, name: str, o: Any) -> "Array":
+        from . import ops
+        getattr(ops, name)(self, o, out=self)
+        return self
+
     # elementwise, as NumPy: `if x == 0:` then refuses through __bool__
     def __eq__(self, o):  # type: ignore[override]
         return self._op("equal", self, o) if _operand(o) else NotImplemented
@@ -151,13 +186,22 @@ class Array:
     __hash__ = object.__hash__
 
 
+_UFUNC_OPS = {"true_divide": "divide", "absolute": "abs"}
+
+
 def _operand(o: Any) -> bool:
     return isinstance(o, (Array, int, float, complex, bool, np.number, np.bool_))
 
 
 def _resolve_shape(shape: tuple[int, ...], size: int) -> tuple[int, ...]:
+    if any(s < -1 for s in shape) or shape.count(-1) > 1:
+        raise _refuse(f"cannot reshape into {shape}", "use non-negative sizes and at most "
+                      "one -1")
     if shape.count(-1) == 1:
         known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        if known == 0:
+            raise _refuse(f"cannot reshape {size} elements into {shape}: -1 is ambiguous "
+                          "next to a 0", "give every size")
         shape = tuple(size // known if s == -1 else s for s in shape)
     if int(np.prod(shape, dtype=np.int64)) != size:
         raise _refuse(f"cannot reshape {size} elements into {shape}", "check the shape")
@@ -189,6 +233,9 @@ def _index_view(v: View, key: Any) -> View:
             offset += start * s
             shape.append(count)
             strides.append(s * step)
+        elif isinstance(k, (bool, np.bool_)):
+            raise _refuse("traced arrays take no boolean indices",
+                          "use ints, slices, Ellipsis or None; mask inside a kernel")
         elif isinstance(k, (int, np.integer)):
             k = int(k)
             if not -n <= k < n:
@@ -201,6 +248,8 @@ def _index_view(v: View, key: Any) -> View:
         dim += 1
     shape.extend(v.shape[dim:])
     strides.extend(v.strides[dim:])
-    return View(v.buffer, offset, tuple(shape), tuple(strides), v.dtype)
+    if 0 in shape:  # empty: no element, so no offset outside the buffer (x[::-1][n:])
+        offset = v.offset
+    return View(v.buffer, offset, tuple(shape), tuple(strides), v.dtype, v.readonly)
 
 

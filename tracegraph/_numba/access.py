@@ -87,22 +87,22 @@ def infer_kernel_access(kernel: Any, ndims: tuple[int | None, ...],
     with _inference_lock:
         per_func = _inference_cache.setdefault(func, {})
         if key not in per_func:
-            per_func[key] = _infer_launch(func, ndims, records)
+            per_func[key] = _infer_launch(func, ndims, records, frozenset())
         return per_func[key]
 
 
-def _infer_launch(func: Callable, ndims: tuple[int | None, ...],
-                  records: frozenset[int]) -> KernelAccess:
+def _infer_launch(func: Callable, ndims: tuple[int | None, ...], records: frozenset[int],
+                  active: frozenset) -> KernelAccess:
     """Map a launch's arguments onto the function's parameters (`*args` collects the rest
     as one tuple), infer, and map the answer back per argument."""
     code = func.__code__
     nfixed = code.co_argcount
     if not code.co_flags & inspect.CO_VARARGS or len(ndims) <= nfixed:
-        return _infer(func, ndims, records, frozenset())
+        return _infer(func, ndims, records, active)
     rest = ndims[nfixed:]
     star = -1 if any(r is not None for r in rest) else None
     inner = _infer(func, ndims[:nfixed] + (star,),
-                   frozenset(r for r in records if r < nfixed), frozenset())
+                   frozenset(r for r in records if r < nfixed), active)
     star_mode = inner.params[nfixed] if len(inner.params) > nfixed else "rw"
     params = inner.params[:nfixed] + tuple(star_mode if r is not None else "" for r in rest)
     stored = {p for p in inner.stored if p < nfixed}
@@ -114,6 +114,18 @@ def _infer_launch(func: Callable, ndims: tuple[int | None, ...],
 def _infer(func: Callable, ndims: tuple[int | None, ...], records: frozenset[int],
            active: frozenset) -> KernelAccess:
     return _AccessInference(func, ndims, records, active).run()
+
+
+def _constant_index_rank(index: Any) -> int:
+    """Dimensions a constant index takes away: -1 when not known from the index alone."""
+    if isinstance(index, slice):
+        return 0
+    if index is Ellipsis or index is None or isinstance(index, bool):
+        return -1
+    if isinstance(index, tuple):
+        ranks = [_constant_index_rank(i) for i in index]
+        return -1 if any(r < 0 for r in ranks) else sum(ranks)
+    return 1
 
 
 def _is_device_array(value: Any) -> bool:
@@ -160,8 +172,8 @@ class _AccessInference:
     def run(self) -> KernelAccess:
         from numba.core import ir
         stmts = [s for block in self.fir.blocks.values() for s in block.body]
-        for _ in range(10):  # fixed point: loops can use a var before its textual definition
-            before = self._size()
+        while True:  # fixed point: loops can use a var before its textual definition; the
+            before = self._size()  # sets only grow, so this ends
             for stmt in stmts:
                 if isinstance(stmt, ir.Assign):
                     self._assign(stmt.target.name, stmt.value)
@@ -207,22 +219,20 @@ class _AccessInference:
         self.writes.update(sources)
 
     def _consumed(self, index: Any) -> int:
+        """How many dimensions an index takes away; -1 when that is not known (an
+        Ellipsis, None, a boolean or array index)."""
         from numba.core import ir
         if isinstance(index, ir.Var):
             if index.name in self.slices:
                 return 0
             return self.index_rank.get(index.name, 1)
-        if isinstance(index, slice):
-            return 0
-        if isinstance(index, tuple):
-            return sum(0 if isinstance(i, slice) else 1 for i in index)
-        return 1
+        return _constant_index_rank(index)
 
     def _subview(self, target: str, base: Any, index: Any) -> None:
         used = self._consumed(index)
         out = self.alias.setdefault(target, set())
         for p, rank in self.alias.get(base.name, ()):
-            if rank <= 0:
+            if rank <= 0 or used < 0:
                 out.add((p, -1))  # a tuple member, a field of a record element: unknown
                 self.reads.add(p)
             elif rank - used > 0:
@@ -232,7 +242,15 @@ class _AccessInference:
             else:
                 self.reads.add(p)  # an element
 
+    def _constant(self, target: str, value: Any) -> None:
+        """A constant used as an index: a slice takes no dimension, others as counted."""
+        if isinstance(value, slice):
+            self.slices.add(target)
+        elif value is Ellipsis or value is None or isinstance(value, (tuple, bool)):
+            self.index_rank[target] = _constant_index_rank(value)
+
     def _global(self, target: str, value: Any, path: tuple[str, ...]) -> None:
+        self._constant(target, value)
         self.globals[target] = (value, path)
         if not _holds_arrays(value):
             return
@@ -262,8 +280,7 @@ class _AccessInference:
         elif isinstance(value, ir.FreeVar):
             self._global(target, value.value, ("<closure>", value.name))
         elif isinstance(value, ir.Const):
-            if isinstance(value.value, slice):
-                self.slices.add(target)
+            self._constant(target, value.value)
         elif isinstance(value, ir.Expr):
             self._expr(target, value)
 
@@ -284,7 +301,10 @@ class _AccessInference:
             for item in e.items:
                 self.alias.setdefault(target, set()).update(
                     (p, -1) for p, _ in self.alias.get(item.name, ()))
-                ranks += 0 if item.name in self.slices else 1
+                if item.name in self.slices:
+                    continue
+                used = self.index_rank.get(item.name, 1)
+                ranks = -1 if used < 0 or ranks < 0 else ranks + used
             self.index_rank[target] = ranks
         elif op in ("exhaust_iter", "getiter", "iternext", "pair_first"):
             self._read(e.value)
@@ -298,7 +318,7 @@ class _AccessInference:
         base = e.value.name
         if e.attr in _META_ATTRS and not any(rank == 0 for _, rank in self.alias.get(base, ())):
             return
-        if e.attr == "T":
+        if e.attr in ("T", "real", "imag"):  # views of the same rank
             self.alias.setdefault(target, set()).update(self.alias.get(base, ()))
         elif base in self.globals:
             value, path = self.globals[base]
@@ -309,7 +329,9 @@ class _AccessInference:
                 self.reads.add(p)
                 self.alias.setdefault(target, set()).add((p, -1))
         elif self._sources(e.value):
+            # a method, or a view (a.flat, ...) that stores can go through: both
             self.methods.setdefault(target, set()).update(self._sources(e.value))
+            self.alias.setdefault(target, set()).update((p, -1) for p in self._sources(e.value))
 
     def _call(self, target: str, e: Any) -> None:
         fn = self.globals.get(e.func.name, (None, ()))[0]
@@ -346,7 +368,8 @@ class _AccessInference:
             if any(p in self.records for p, _ in self.alias.get(a.name, ())):
                 records.add(k)
         try:
-            inner = _infer(kernel_py_func(fn), tuple(ranks), frozenset(records), self.active)
+            inner = _infer_launch(kernel_py_func(fn), tuple(ranks), frozenset(records),
+                                  self.active)
         except Exception:  # noqa: BLE001 - unreadable callee: be conservative
             for a in args:
                 self._escape(a)

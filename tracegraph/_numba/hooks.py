@@ -16,6 +16,26 @@ def current_tracer() -> Any:
     return getattr(_thread, "tracer", None)
 
 
+class in_host_callback:  # noqa: N801 - a context manager, used like a function
+    """While the sim backend runs a tg.callback: any CUDA call from it is refused, as the
+    driver refuses it inside a graph's host node."""
+
+    def __enter__(self) -> None:
+        _thread.in_callback = True
+
+    def __exit__(self, *exc: Any) -> None:
+        _thread.in_callback = False
+
+
+def _refuse_in_callback(what: str) -> None:
+    if getattr(_thread, "in_callback", False):
+        from ..errors import TracegraphError
+        raise TracegraphError(f"a host callback called CUDA ({what}); the driver refuses "
+                              "that inside a graph's host node",
+                              fix="host callbacks must not call CUDA (no launches, copies or "
+                                  "synchronization); move that work into the traced function")
+
+
 def set_tracer(tracer: Any) -> Any:
     """Make `tracer` receive this thread's launches; returns the previous one."""
     install_hooks()
@@ -46,6 +66,7 @@ def _install_dispatcher_hooks() -> None:
     def call(self, args, launch_config):
         tracer = current_tracer()
         if tracer is None:
+            _refuse_in_callback(f"a launch of {self.py_func.__name__}")
             return original_call(self, args, launch_config)
         tracer.record_launch(self, launch_config.griddim, launch_config.blockdim,
                              launch_config.sharedmem, args,
@@ -58,6 +79,7 @@ def _install_dispatcher_hooks() -> None:
         if tracer is None:
             return original_forall(self, *args)
         if self.ntasks == 0:
+            tracer.launches += 1  # a launch, of nothing (as numba-cuda does it)
             return None
         # Numba asks the driver for a block size here; tracing must not need a GPU,
         # and forall kernels bound-check their index, so any block size is correct.
@@ -68,6 +90,22 @@ def _install_dispatcher_hooks() -> None:
 
     d.CUDADispatcher.call = call
     d.ForAll.__call__ = forall
+
+
+class _ConfiguredLaunch:
+    """`kernel[grid, block, stream, shared]` while tracing, under the simulator."""
+
+    def __init__(self, kernel: Any, configuration: tuple):
+        self.kernel, self.configuration = kernel, configuration
+
+    def __call__(self, *args: Any) -> None:
+        from numba.cuda.errors import normalize_kernel_dimensions
+        config = self.configuration
+        grid, block = normalize_kernel_dimensions(*config[:2])
+        stream = config[2] if len(config) >= 3 else 0
+        sharedmem = config[3] if len(config) >= 4 else 0
+        current_tracer().record_launch(self.kernel, tuple(grid), tuple(block), sharedmem, args,
+                                       stream=_stream_given(stream))
 
 
 def _stream_given(stream: Any) -> bool:
@@ -88,27 +126,30 @@ def _install_simulator_hooks() -> None:
     def call(self, *args):
         tracer = current_tracer()
         # tracers are per thread and the simulator's CUDA threads have none
-        if tracer is None or self._device:
+        if tracer is None:
             return original_call(self, *args)
-        from numba.cuda.errors import normalize_kernel_dimensions
-        grid, block = normalize_kernel_dimensions(self.grid_dim, self.block_dim)
-        stream = getattr(self, "_tracegraph_stream", 0)
-        tracer.record_launch(self, tuple(grid), tuple(block), self.dynshared_size, args,
-                             stream=_stream_given(stream))
+        # a device function called (or launched) by the traced host code itself
+        tracer.record_launch(self, (1, 1, 1), (1, 1, 1), 0, args)
 
     def getitem(self, configuration):
-        # The simulator keeps the last launch's shared memory size and drops the stream;
-        # reset the one and remember the other so tracing can warn about it.
+        tracer = current_tracer()
+        if tracer is None:
+            _refuse_in_callback(f"a launch of {self.fn.__name__}")
+        else:
+            # the simulator keeps a launch's configuration on the shared kernel object,
+            # where another thread's launch could change it before the call: keep it here
+            return _ConfiguredLaunch(self, configuration)
+        # the simulator keeps the last launch's shared memory size: reset it
         self.dynshared_size = 0
-        result = original_getitem(self, configuration)
-        self._tracegraph_stream = configuration[2] if len(configuration) >= 3 else 0
-        return result
+        return original_getitem(self, configuration)
 
     original_forall = k.FakeCUDAKernel.forall
 
     def forall(self, ntasks, tpb=0, stream=0, sharedmem=0):
-        if ntasks == 0 and current_tracer() is not None:
-            return lambda *args: None  # numba-cuda launches nothing for zero tasks
+        tracer = current_tracer()
+        if ntasks == 0 and tracer is not None:
+            tracer.launches += 1  # a launch, of nothing, as numba-cuda does it
+            return lambda *args: None
         return original_forall(self, ntasks, tpb, stream, sharedmem)
 
     k.FakeCUDAKernel.__call__ = call
@@ -148,6 +189,7 @@ def _wrap_module(module: Any, name: str, traced: Any) -> None:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         tracer = current_tracer()
         if tracer is None:
+            _refuse_in_callback(f"cuda.{name}")
             return original(*args, **kwargs)
         return traced(tracer, *args, **kwargs)
 
@@ -279,6 +321,7 @@ def _guard_device_array_methods(cls: type) -> None:
     def copy_in(self: Any, ary: Any, stream: Any = 0) -> Any:
         tracer = current_tracer()
         if tracer is None:
+            _refuse_in_callback("copy_to_device() of a device array")
             return copy_to_device(self, ary, stream)
         dst = tracer.view_or_external(self)
         src = tracer.view_or_external(ary)
@@ -292,6 +335,7 @@ def _guard_device_array_methods(cls: type) -> None:
 
 def _guarded_read(original: Any, name: str) -> Any:
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _refuse_in_callback(f"{name}() of a device array")
         if current_tracer() is not None:
             raise _refuse(f"{name}() of a device array inside a traced function reads its "
                           "data at trace time, once",

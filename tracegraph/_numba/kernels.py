@@ -59,9 +59,26 @@ def _uses_grid_sync(func: Callable, seen: set) -> bool:
     names = referenced_names(code)
     if "this_grid" in names:
         return True
+    return any(_uses_grid_sync(kernel_py_func(v), seen) for v in referenced_values(func)
+               if is_device_function(v))
+
+
+def referenced_values(func: Callable) -> list[Any]:
+    """The values of the globals and closure variables a function's code names."""
     namespace = getattr(func, "__globals__", {})
-    return any(_uses_grid_sync(kernel_py_func(v), seen) for n in names
-               if is_device_function(v := namespace.get(n)))
+    code = func.__code__
+    values = [namespace[n] for n in referenced_names(code) if n in namespace]
+    for cell in getattr(func, "__closure__", None) or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            pass
+    return values
+
+
+def kernel_extensions(kernel: Any) -> list:
+    """Argument-handling extensions attached to a kernel (kernel.extensions)."""
+    return list(getattr(kernel, "extensions", None) or ())
 
 
 def is_device_function(obj: Any) -> bool:

@@ -92,9 +92,10 @@ def scalar_type(value: Any) -> Any:
     return None
 
 
-def tuple_type(item_types: list) -> Any:
+def tuple_type(item_types: list, pyclass: type = tuple) -> Any:
+    """Numba's type for a tuple (or a namedtuple, `pyclass`) of these item types."""
     from numba import types
-    return types.BaseTuple.from_types(item_types)
+    return types.BaseTuple.from_types(item_types, pyclass)
 
 
 def flatten_params(argtypes: tuple, values: tuple, view_fields: Callable) -> tuple:

@@ -181,7 +181,8 @@ class SimExecutable:
             mem[dst.buffer][dst.offset:dst.offset + node.nbytes] = op.payload
         elif node.kind == "host":
             try:
-                op.payload()
+                with _numba.in_host_callback():
+                    op.payload()
             except Exception as exc:
                 raise TracegraphError(f"host callback {op.name} raised {type(exc).__name__}: "
                                       f"{exc}", where=op.location,
@@ -209,7 +210,8 @@ def _kernel_arg(a: Any, mem: dict[int, np.ndarray], ty: Any) -> Any:
             host.flags.writeable = False
         return _numba.simulator_array(host)
     if isinstance(a, tuple):
-        return tuple(_kernel_arg(x, mem, t) for x, t in zip(a, ty))
+        items = [_kernel_arg(x, mem, t) for x, t in zip(a, ty)]
+        return type(a)(*items) if hasattr(a, "_fields") else tuple(items)
     return _numba.simulator_scalar(ty, a)  # the parameter's type, as the GPU holds it
 
 

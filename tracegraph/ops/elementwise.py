@@ -219,7 +219,7 @@ def elementwise(op: str, operands: list, out: Any, dtype: np.dtype,
                     and not _exact_alias(x, result, shape) else x for x in operands]
         arrays = [x for x in operands if isinstance(x, Array)]
     if result.size == 0:
-        return result
+        return B.launched_nothing(result)
     strides = [tuple(result.strides)] + [B.broadcast_strides(x, shape) for x in arrays]
     cshape, cstrides = B.collapse(shape, strides)
     if len(cshape) > B.RANK:

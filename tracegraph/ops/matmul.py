@@ -110,7 +110,7 @@ def matmul(a: Any, b: Any, *, out: Any = None) -> Array:
         a = copy(a) if B.overlaps(a, result) else a
         b = copy(b) if B.overlaps(b, result) else b
     if result.size == 0:
-        return result
+        return B.launched_nothing(result)
     a3 = _as3(a, z, a.ndim == 3, a.ndim >= 2, True)
     b3 = _as3(b, z, b.ndim == 3, True, b.ndim >= 2)
     out3 = _as3(result, z, batch, a.ndim >= 2, b.ndim >= 2)

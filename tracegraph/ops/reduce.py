@@ -164,7 +164,7 @@ def reduce(op: str, kind: str, x: Any, axis: Any, keepdims: bool, out: Any,
                      "identity", "reduce a non-empty axis")
     result, _ = B.out_array(op, out, out_shape, dtype)
     if result.size == 0:
-        return result
+        return B.launched_nothing(result)
     # the result as (outer, 1, inner), or a temporary when a user's out does not fold
     target = result
     res_dims = tuple(range(result.ndim))

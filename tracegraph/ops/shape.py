@@ -64,7 +64,7 @@ def fill(a: Any, value: Any) -> Array:
         raise B.fail("fill", f"value must be a scalar, got {type(value).__name__}",
                      "use tg.ops.copy(src, out=a) to copy an array into a")
     if a.size == 0:
-        return a
+        return B.launched_nothing(a)
     shape, (strides,) = B.collapse(tuple(a.shape), [tuple(a.strides)])
     if len(shape) > B.RANK:
         raise B.fail("fill", f"the view's layout leaves {len(shape)} dimensions that do not "
