@@ -16,7 +16,7 @@ import numpy as np
 from . import _numba, pytree, side_effects
 from .signature import arguments
 from .errors import TraceError
-from .traced import Array
+from .traced import Array, tracer_of, view_of
 from .ir import (DEVICE_INPUT, EXTERNAL, HOST_CONSTANT, HOST_INPUT, STAGING, TEMP, Access, Buffer,
                  InputLeaf,
                  Op, OutputLeaf, Program, View, contiguous_strides, op_graph)
@@ -204,12 +204,12 @@ class Tracer:
         return Array(self, view)
 
     def view_of(self, a: Array) -> View:
-        if a._tracer is not self:
+        if tracer_of(a) is not self:
             raise TraceError("a traced array from another trace was used",
                              where=user_location(4),
                              fix="do not keep traced arrays between calls or share them "
                                  "between compiled functions")
-        return a._view
+        return view_of(a)
 
     # -- launches -----------------------------------------------------------
     def record_launch(self, kernel: Any, griddim: Any, blockdim: Any, sharedmem: int,
@@ -350,7 +350,7 @@ class Tracer:
             raise TraceError(f"cuda.to_device() of a {data.dtype} array: {problem}",
                              where=where, fix="copy numeric data")
         if dst is None:
-            dst = self.new_array(tuple(data.shape), data.dtype, zero=False)._view
+            dst = view_of(self.new_array(tuple(data.shape), data.dtype, zero=False))
         elif dst.size != data.size or dst.dtype != data.dtype or not dst.is_c_contiguous():
             raise TraceError(f"copying a {data.dtype}{list(data.shape)} host array into a "
                              f"{dst.dtype}{list(dst.shape)} device array", where=where,

@@ -29,9 +29,7 @@ class Array:
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         """NumPy ufuncs on traced arrays (np.exp(x), np.float32(2) * x) are tracegraph.ops
         launches where an op of that name exists."""
-        from . import ops
-        name = _UFUNC_OPS.get(ufunc.__name__, ufunc.__name__)
-        op = getattr(ops, name, None)
+        op = _OPS.get(_UFUNC_OPS.get(ufunc.__name__, ufunc.__name__))
         if method != "__call__" or op is None or set(kwargs) - {"out"}:
             raise _refuse(f"NumPy's {ufunc.__name__}.{method} on a traced array reads device "
                           "data while tracing", "use tracegraph.ops (docs/ops.md) or a kernel")
@@ -143,54 +141,71 @@ class Array:
         strides = contiguous_strides(shape, v.itemsize)
         return Array(self._tracer, View(v.buffer, v.offset, shape, strides, v.dtype, v.readonly))
 
-    # arithmetic is tracegraph.ops
-    def _op(self, name: str, *args: Any) -> Any:
-        from . import ops
-        return getattr(ops, name)(*args)
-
-    def __add__(self, o): return self._op("add", self, o)
-    def __radd__(self, o): return self._op("add", o, self)
-    def __sub__(self, o): return self._op("subtract", self, o)
-    def __rsub__(self, o): return self._op("subtract", o, self)
-    def __mul__(self, o): return self._op("multiply", self, o)
-    def __rmul__(self, o): return self._op("multiply", o, self)
-    def __truediv__(self, o): return self._op("divide", self, o)
-    def __rtruediv__(self, o): return self._op("divide", o, self)
-    def __matmul__(self, o): return self._op("matmul", self, o)
-    def __rmatmul__(self, o): return self._op("matmul", o, self)
-    def __neg__(self): return self._op("negative", self)
-    def __abs__(self): return self._op("abs", self)
-    def __lt__(self, o): return self._op("less", self, o)
-    def __le__(self, o): return self._op("less_equal", self, o)
-    def __gt__(self, o): return self._op("greater", self, o)
-    def __ge__(self, o): return self._op("greater_equal", self, o)
-
-    # in place, as NumPy: `x += 1` writes x (Python would otherwise rebind x to x + 1)
-    def __iadd__(self, o): return self._inplace("add", o)
-    def __isub__(self, o): return self._inplace("subtract", o)
-    def __imul__(self, o): return self._inplace("multiply", o)
-    def __itruediv__(self, o): return self._inplace("divide", o)
-
-    def _inplace(self, name: str, o: Any) -> "Array":
-        from . import ops
-        getattr(ops, name)(self, o, out=self)
-        return self
-
-    # elementwise, as NumPy: `if x == 0:` then refuses through __bool__
-    def __eq__(self, o):  # type: ignore[override]
-        return self._op("equal", self, o) if _operand(o) else NotImplemented
-
-    def __ne__(self, o):  # type: ignore[override]
-        return self._op("not_equal", self, o) if _operand(o) else NotImplemented
-
-    __hash__ = object.__hash__
+    # operators (+ - * / @ < ... +=) are installed by tracegraph.ops (install_operators);
+    # comparisons with == are elementwise, as in NumPy, so `if x == 0:` refuses in __bool__
 
 
 _UFUNC_OPS = {"true_divide": "divide", "absolute": "abs"}
+_OPS: dict[str, Any] = {}  # op name -> function, filled by install_operators
+
+# method -> (op, how): "binary" op(self, o), "reflected" op(o, self), "unary" op(self),
+# "inplace" op(self, o, out=self), "compare" like binary but only with arrays and scalars
+OPERATORS = {
+    "__add__": ("add", "binary"), "__radd__": ("add", "reflected"),
+    "__sub__": ("subtract", "binary"), "__rsub__": ("subtract", "reflected"),
+    "__mul__": ("multiply", "binary"), "__rmul__": ("multiply", "reflected"),
+    "__truediv__": ("divide", "binary"), "__rtruediv__": ("divide", "reflected"),
+    "__matmul__": ("matmul", "binary"), "__rmatmul__": ("matmul", "reflected"),
+    "__neg__": ("negative", "unary"), "__abs__": ("abs", "unary"),
+    "__lt__": ("less", "binary"), "__le__": ("less_equal", "binary"),
+    "__gt__": ("greater", "binary"), "__ge__": ("greater_equal", "binary"),
+    "__eq__": ("equal", "compare"), "__ne__": ("not_equal", "compare"),
+    "__iadd__": ("add", "inplace"), "__isub__": ("subtract", "inplace"),
+    "__imul__": ("multiply", "inplace"), "__itruediv__": ("divide", "inplace"),
+}
+
+
+def install_operators(ops: dict[str, Any]) -> None:
+    """Give Array its operators, calling these op functions (the ops layer does this on
+    import, so this module never imports it)."""
+    _OPS.update(ops)
+    for method, (name, how) in OPERATORS.items():
+        setattr(Array, method, _operator(ops[name], how))
+    Array.__hash__ = object.__hash__  # defining __eq__ must not make arrays unhashable
+
+
+def _operator(op: Any, how: str) -> Any:
+    if how == "binary":
+        return lambda self, o: op(self, o)
+    if how == "reflected":
+        return lambda self, o: op(o, self)
+    if how == "unary":
+        return lambda self: op(self)
+    if how == "compare":
+        return lambda self, o: op(self, o) if _operand(o) else NotImplemented
+
+    def inplace(self: Array, o: Any) -> Array:
+        op(self, o, out=self)
+        return self
+    return inplace
 
 
 def _operand(o: Any) -> bool:
     return isinstance(o, (Array, int, float, complex, bool, np.number, np.bool_))
+
+
+def view_of(a: Array) -> View:
+    """The IR view a traced array stands for."""
+    return a._view
+
+
+def tracer_of(a: Array) -> Tracer:
+    return a._tracer
+
+
+def like(a: Array, view: View) -> Array:
+    """A traced array of `a`'s trace over another view."""
+    return Array(a._tracer, view)
 
 
 def _resolve_shape(shape: tuple[int, ...], size: int) -> tuple[int, ...]:

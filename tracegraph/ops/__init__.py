@@ -38,6 +38,7 @@ from .elementwise import (
     tanh,
     where,
 )
+from .. import traced as _traced
 from .matmul import matmul
 from .nn import layer_norm, log_softmax, softmax
 from .reduce import amax, amin, max, mean, min, sum
@@ -50,3 +51,6 @@ __all__ = [
     "mean", "min", "minimum", "multiply", "negative", "not_equal", "ones_like", "relu",
     "reshape", "sigmoid", "softmax", "sqrt", "subtract", "sum", "tanh", "transpose", "where",
 ]
+
+# the operators of tg.Array, and NumPy ufuncs on traced arrays, call these
+_traced.install_operators({name: globals()[name] for name in __all__})

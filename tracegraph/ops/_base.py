@@ -15,7 +15,7 @@ import numpy as np
 from numba import cuda
 
 from .. import _numba
-from ..traced import Array
+from ..traced import Array, like, tracer_of, view_of
 from ..errors import TraceError
 from ..ir import View
 from ..location import user_location
@@ -103,8 +103,8 @@ def out_array(op: str, out: Any, shape: tuple[int, ...], dtype: np.dtype,
 
 def view(a: Array, shape: Sequence[int], strides: Sequence[int], offset: int | None = None,
          dtype: Any = None) -> Array:
-    v = a._view
-    return Array(a._tracer, View(v.buffer, v.offset if offset is None else offset,
+    v = view_of(a)
+    return like(a, View(v.buffer, v.offset if offset is None else offset,
                                  tuple(int(s) for s in shape), tuple(int(s) for s in strides),
                                  v.dtype if dtype is None else np.dtype(dtype)))
 
@@ -169,7 +169,7 @@ def as_rank(a: Array, shape: Sequence[int], strides: Sequence[int], rank: int = 
 
 
 def overlaps(a: Array, b: Array) -> bool:
-    va, vb = a._view, b._view
+    va, vb = view_of(a), view_of(b)
     if va.buffer != vb.buffer or va.size == 0 or vb.size == 0:
         return False
     (a0, a1), (b0, b1) = va.byte_range(), vb.byte_range()
@@ -237,5 +237,5 @@ def make_kernel(name: str, template: str, env: dict[str, Any], **fields: str) ->
 def launched_nothing(result: Array) -> Array:
     """An op on 0 elements launches nothing; the trace still counts it as a launch (a
     function that works for every size must not fail for size 0)."""
-    result._tracer.launches += 1
+    tracer_of(result).launches += 1
     return result

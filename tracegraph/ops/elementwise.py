@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ..traced import Array
+from ..traced import Array, view_of
 from ..trace import access
 from . import _base as B
 
@@ -196,7 +196,7 @@ def _operand_name(op: str, k: int, n: int) -> str:
 
 
 def _exact_alias(x: Array, result: Array, shape: tuple[int, ...]) -> bool:
-    vx, vr = x._view, result._view
+    vx, vr = view_of(x), view_of(result)
     return (vx.buffer == vr.buffer and vx.offset == vr.offset and vx.itemsize == vr.itemsize
             and B.broadcast_strides(x, shape) == tuple(vr.strides))
 

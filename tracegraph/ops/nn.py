@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ..traced import Array
+from ..traced import Array, view_of
 from ..trace import access, empty
 from . import _base as B
 from .elementwise import _max2, copy
@@ -130,7 +130,7 @@ def _softmax(op: str, kernel: Any, x: Any, axis: Any, out: Any) -> Array:
     result, given = B.out_array(op, out, tuple(x.shape), dtype)
     if result.size == 0:
         return B.launched_nothing(result)
-    if given and B.overlaps(x, result) and x._view != result._view:
+    if given and B.overlaps(x, result) and view_of(x) != view_of(result):
         x = copy(x)
     x3, ((m, _), (n, _), (k, _)) = _as_3d(op, x, axis)
     target = result
@@ -185,7 +185,7 @@ def layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5, 
     if result.size == 0:
         return B.launched_nothing(result)
     if given:
-        x = copy(x) if B.overlaps(x, result) and x._view != result._view else x
+        x = copy(x) if B.overlaps(x, result) and view_of(x) != view_of(result) else x
         params = [copy(p) if p is not None and B.overlaps(p, result) else p for p in params]
     rows = x.size // n
     x2 = B.view(*_as_rows(x))

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ..traced import Array
+from ..traced import Array, view_of
 from ..trace import access, empty
 from . import _base as B
 from .elementwise import _unravel, copy
@@ -51,7 +51,7 @@ def reshape(x: Any, shape: Any) -> Array:
     """x with a new shape (one entry may be -1): a view when x is contiguous, else a
     contiguous copy first."""
     x = B.require_array("reshape", x)
-    if not x._view.is_c_contiguous():
+    if not view_of(x).is_c_contiguous():
         x = copy(x)
     return x.reshape(shape)
 
