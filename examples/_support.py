@@ -162,16 +162,16 @@ class EagerPlan:
         for node in plan.nodes:
             op = node.op
             if node.kind == "kernel":
-                launcher = op.kernel[op.griddim, op.blockdim, 0, op.sharedmem]
-                self._steps.append(_bind(launcher, tuple(arg(a) for a in op.args)))
+                launcher = op.data.kernel[op.data.griddim, op.data.blockdim, 0, op.data.sharedmem]
+                self._steps.append(_bind(launcher, tuple(arg(a) for a in op.data.args)))
             elif node.kind == "memcpy":
-                dst, src = op.args
+                dst, src = op.data.dst, op.data.src
                 self._steps.append(_bind(as_bytes(dst, node.nbytes).copy_to_device,
                                          (as_bytes(src, node.nbytes),)))
             elif node.kind == "memset":
                 grid = max(1, min(1024, -(-node.nbytes // 256)))
                 self._steps.append(_bind(_memset_bytes[grid, 256],
-                                         (as_bytes(op.args[0], node.nbytes), op.payload)))
+                                         (as_bytes(op.data.dst, node.nbytes), op.data.value)))
             else:
                 raise ValueError(f"EagerPlan does not run {node.kind} nodes")
         self.launches = len(self._steps)

@@ -30,7 +30,7 @@ def _modes(kernel, *args, grid=1, block=8):
         assert all((a.start, a.stop) == arg.byte_range() for a in found)
         return "".join(m for m in "rw" if any(m in a.mode for a in found))
 
-    return [mode(a) for a in op.args]
+    return [mode(a) for a in op.data.args]
 
 
 def _dev(*shape):

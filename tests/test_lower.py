@@ -42,19 +42,19 @@ def test_one_node_per_op_with_predecessors_as_deps():
 def test_memcpy_in_at_roots_out_at_leaves_and_memset_for_zeros():
     plan = diamond.lower(np.arange(16.0), np.ones(16))
     used = {d for n in plan.nodes for d in n.deps}
-    copies_in = [n for n in plan.nodes if n.kind == "memcpy" and n.op.payload == "input"]
-    copies_out = [n for n in plan.nodes if n.kind == "memcpy" and n.op.payload == "output"]
+    copies_in = [n for n in plan.nodes if n.kind == "memcpy" and n.op.data.role == "input"]
+    copies_out = [n for n in plan.nodes if n.kind == "memcpy" and n.op.data.role == "output"]
     assert len(copies_in) == 2 and len(copies_out) == 1
     for n in copies_in:
         assert n.deps == () and n.nbytes == 128
-        dst, src = n.op.args
+        dst, src = n.op.data.dst, n.op.data.src
         assert plan.buffers[src.buffer].kind == ir.STAGING
         assert plan.buffers[dst.buffer].kind == ir.HOST_INPUT
     (out,) = copies_out
     assert out.index not in used and out.nbytes == 128
-    assert plan.buffers[out.op.args[0].buffer].kind == ir.STAGING
+    assert plan.buffers[out.op.data.dst.buffer].kind == ir.STAGING
     (memset,) = [n for n in plan.nodes if n.kind == "memset"]
-    assert memset.nbytes == 128 and memset.op.payload == 0
+    assert memset.nbytes == 128 and memset.op.data.value == 0
     add_node = next(n for n in plan.nodes if n.name == "add")
     assert memset.index in add_node.deps  # the zeroed buffer is written by add after it
 
@@ -87,7 +87,7 @@ def test_kernel_params_follow_numbas_flattened_layout():
                                                     "data", "shape", "strides")
 
     # fill(w[:, ::2], float32): a 2-D float32 view with strides (16, 8) at offset 0
-    wbuf = fill_node.op.args[0].buffer
+    wbuf = fill_node.op.data.args[0].buffer
     assert fill_node.argtypes == (types.Array(types.float32, 2, "A"), types.float32)
     assert fill_node.params == (0, 0, 6, 4, Ptr(wbuf, 0), 3, 2, 16, 8, CScalar("c_float", 1.5))
 
@@ -146,11 +146,11 @@ def test_pointer_slots_list_every_address():
                 if isinstance(p, Ptr):
                     expected.setdefault(p.buffer, set()).add((n.index, pos, p.offset))
         elif n.kind == "memcpy":
-            dst, src = n.op.args
+            dst, src = n.op.data.dst, n.op.data.src
             expected.setdefault(dst.buffer, set()).add((n.index, "dst", dst.offset))
             expected.setdefault(src.buffer, set()).add((n.index, "src", src.offset))
         elif n.kind == "memset":
-            dst = n.op.args[0]
+            dst = n.op.data.dst
             expected.setdefault(dst.buffer, set()).add((n.index, "dst", dst.offset))
     assert {b: set(s) for b, s in plan.pointer_slots.items()} == expected
     assert all(len(set(s)) == len(s) for s in plan.pointer_slots.values())
@@ -174,7 +174,7 @@ def test_event_and_host_nodes_are_lowered():
     plan = f.lower(_dev(8))
     assert [n.kind for n in plan.nodes] == ["kernel", "event_record", "event_wait", "host"]
     assert [n.deps for n in plan.nodes] == [(), (0,), (1,), (2,)]
-    assert plan.nodes[1].op.payload is ev and plan.nodes[3].op.payload is print
+    assert plan.nodes[1].op.data.event is ev and plan.nodes[3].op.data.fn is print
 
 
 def test_bad_launch_dimensions_raise_lowering_error_at_the_launch():

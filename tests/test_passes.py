@@ -282,7 +282,7 @@ def test_barrier_ops_order_everything():
     assert kinds == ["kernel", "kernel", "event_record", "kernel", "event_wait", "host",
                      "kernel", "kernel"]
     assert all(p.ops[i].barrier and not p.ops[i].accesses for i in (2, 4, 5))
-    assert p.ops[2].payload is ev and p.ops[4].payload is ev
+    assert p.ops[2].data.event is ev and p.ops[4].data.event is ev
     n = len(p.ops)
     for b in (2, 4, 5):
         for i in range(n):

@@ -552,7 +552,7 @@ def test_to_device_of_host_data_copies_it_on_every_replay(backend):
     np.testing.assert_array_equal(host(step(x)), 2.0 * table)
     table[:] = 10.0  # eager Numba would copy the new values on the next call: so do we
     np.testing.assert_array_equal(host(step(x)), np.full(N, 20.0))
-    assert [op.payload for op in step.latest.program.ops if op.kind == "memcpy"].count(
+    assert [op.data.role for op in step.latest.program.ops if op.kind == "memcpy"].count(
         "constant") == 1
 
 

@@ -57,9 +57,9 @@ def test_every_launch_recorded_in_order_with_locations():
     p = _check(f.trace(_dev()))
     ks = _kernels(p)
     assert [k.name for k in ks] == ["scale", "iscale", "add", "scale"]
-    assert [k.griddim for k in ks] == [(1, 1, 1), (2, 1, 1), (1, 1, 1), (1, 1, 1)]
-    assert [k.blockdim for k in ks] == [(16, 1, 1), (8, 1, 1), (16, 1, 1), (16, 1, 1)]
-    assert [k.kernel for k in ks] == [scale, iscale, add, scale]
+    assert [k.data.griddim for k in ks] == [(1, 1, 1), (2, 1, 1), (1, 1, 1), (1, 1, 1)]
+    assert [k.data.blockdim for k in ks] == [(16, 1, 1), (8, 1, 1), (16, 1, 1), (16, 1, 1)]
+    assert [k.data.kernel for k in ks] == [scale, iscale, add, scale]
     assert [k.location for k in ks] == [f"{__file__}:{n}" for n in lines]
     # program order is node order
     assert [p.graph.nodes[i]["op"] for i in range(len(p.ops))] == list(p.ops)
@@ -97,8 +97,8 @@ def test_dims_3d_and_stream_and_dynamic_shared_memory():
         p = _check(f.trace(_dev()))
     ks = _kernels(p)
     assert len(ks) == 2
-    assert ks[0].griddim == (1, 2, 1) and ks[0].blockdim == (4, 2, 2)
-    assert ks[0].sharedmem == 128 and ks[1].sharedmem == 64
+    assert ks[0].data.griddim == (1, 2, 1) and ks[0].data.blockdim == (4, 2, 2)
+    assert ks[0].data.sharedmem == 128 and ks[1].data.sharedmem == 64
 
 
 def test_dynamic_shared_memory_is_per_launch():
@@ -108,7 +108,7 @@ def test_dynamic_shared_memory_is_per_launch():
         iscale[1, 16](x, 2.0)
         return x
 
-    assert [k.sharedmem for k in _kernels(f.trace(_dev()))] == [64, 0]
+    assert [k.data.sharedmem for k in _kernels(f.trace(_dev()))] == [64, 0]
 
 
 def test_forall_is_recorded_and_covers_every_task():
@@ -119,9 +119,9 @@ def test_forall_is_recorded_and_covers_every_task():
 
     (k,) = _kernels(_check(f.trace(_dev(20))))
     assert k.name == "iscale"
-    threads = np.prod(k.griddim) * np.prod(k.blockdim)
+    threads = np.prod(k.data.griddim) * np.prod(k.data.blockdim)
     assert threads >= 20
-    assert k.blockdim[0] <= 1024
+    assert k.data.blockdim[0] <= 1024
 
 
 def test_forall_of_zero_tasks_records_nothing():
@@ -153,21 +153,21 @@ def test_inputs_temps_and_views_become_views_of_buffers():
     assert xin.kind == "array" and xin.placement == "device"
     assert p.buffers[xin.buffer].kind == ir.DEVICE_INPUT
     memsets = [op for op in p.ops if op.kind == "memset"]
-    assert len(memsets) == 1 and memsets[0].payload == 0
+    assert len(memsets) == 1 and memsets[0].data.value == 0
     c, f1, f2 = _kernels(p)
-    src, dst = c.args
+    src, dst = c.data.args
     assert src == ir.View(xin.buffer, 16, (8,), (8,), F8)
     assert p.buffers[dst.buffer].kind == ir.TEMP and p.buffers[dst.buffer].nbytes == 128
     assert (dst.offset, dst.shape, dst.strides) == (0, (8,), (16,))
     assert memsets[0].accesses[0].buffer == dst.buffer
     # e[1, ::-2] of a (4, 8) float32 array: elements [1, 7], [1, 5], [1, 3], [1, 1]
-    v = f1.args[0]
+    v = f1.data.args[0]
     assert (v.offset, v.shape, v.strides, v.dtype) == ((8 + 7) * 4, (4,), (-8,), np.float32)
     ref = np.zeros((4, 8), np.float32)
     assert v.byte_range() == _np_range(ref, ref[1, ::-2])
-    w = f2.args[0]
+    w = f2.data.args[0]
     assert w.shape == (4,) and w.strides == (32,) and w.offset == 12
-    assert f1.args[1] == np.float32(1) and type(f1.args[1]) is np.float32
+    assert f1.data.args[1] == np.float32(1) and type(f1.data.args[1]) is np.float32
 
 
 def _np_range(base, view):
@@ -217,7 +217,7 @@ def test_reshape_and_transpose_are_views():
     assert got["r"].shape == (4, 4) and got["r"].strides == (32, 8)
     ref = host.reshape(4, 4).T
     assert got["rt"].shape == ref.shape and got["rt"].strides == ref.strides
-    v = _kernels(p)[0].args[0]
+    v = _kernels(p)[0].data.args[0]
     assert (v.offset, v.shape, v.strides) == (8, (4,), (32,))
     assert (got["r"].ndim, got["r"].size, got["r"].nbytes, len(got["r"])) == (2, 16, 128, 4)
 
@@ -236,10 +236,10 @@ def test_scalar_and_tuple_arguments_kept_by_value():
     x = _dev()
     p = _check(f.trace(x, 5, 2.5))
     ks = _kernels(p)
-    vals = [k.args[1] for k in ks[:4]]
+    vals = [k.data.args[1] for k in ks[:4]]
     assert vals == [2.5, 3, np.float32(0.5), True]
     assert [type(v) for v in vals] == [float, int, np.float32, bool]
-    (src, dst) = ks[4].args
+    (src, dst) = ks[4].data.args
     assert isinstance(src, tuple) and all(isinstance(v, ir.View) for v in src)
     assert isinstance(dst, tuple) and isinstance(dst[0], ir.View) and dst[1] == 5
     # both arrays of the read tuple are accessed
@@ -260,9 +260,9 @@ def test_numpy_input_is_copied_in_at_the_root():
     assert p.buffers[inp.staging].kind == ir.STAGING
     assert p.buffers[inp.buffer].kind == ir.HOST_INPUT
     copy_in = p.ops[0]
-    assert copy_in.kind == "memcpy" and copy_in.payload == "input"
-    assert copy_in.args[0].buffer == inp.buffer and copy_in.args[1].buffer == inp.staging
-    assert p.ops[-1].kind == "memcpy" and p.ops[-1].payload == "write-back"
+    assert copy_in.kind == "memcpy" and copy_in.data.role == "input"
+    assert copy_in.data.dst.buffer == inp.buffer and copy_in.data.src.buffer == inp.staging
+    assert p.ops[-1].kind == "memcpy" and p.ops[-1].data.role == "write-back"
 
 
 def test_captured_device_array_is_an_external_buffer():
@@ -278,7 +278,7 @@ def test_captured_device_array_is_an_external_buffer():
     ext = [b for b in p.buffers if b.kind == ir.EXTERNAL]
     assert len(ext) == 1 and ext[0].external is captured  # captured once, kept alive
     ks = _kernels(p)
-    assert ks[0].args[1].buffer == ks[1].args[1].buffer == ext[0].id
+    assert ks[0].data.args[1].buffer == ks[1].data.args[1].buffer == ext[0].id
 
 
 def test_inputs_sharing_memory_share_a_buffer():
@@ -314,7 +314,7 @@ def test_returns_one_array():
     assert p.output_tree.is_leaf()
     (out,) = p.outputs
     assert out.kind == "host" and p.buffers[out.view.buffer].kind == ir.STAGING
-    assert p.ops[-1].kind == "memcpy" and p.ops[-1].payload == "output"
+    assert p.ops[-1].kind == "memcpy" and p.ops[-1].data.role == "output"
 
 
 def test_returns_containers_and_static_values():

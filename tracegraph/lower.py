@@ -82,7 +82,7 @@ def lower(program: Program) -> Plan:
         if op.kind == "kernel":
             node = _kernel_node(i, op, deps, slots)
         elif op.kind == "memcpy":
-            dst, src = op.args
+            dst, src = op.data.dst, op.data.src
             nbytes = dst.size * dst.itemsize
             if nbytes != src.size * src.itemsize:
                 raise LoweringError(f"memcpy {op.name}: {nbytes} bytes to "
@@ -91,7 +91,7 @@ def lower(program: Program) -> Plan:
             slots.setdefault(src.buffer, []).append((i, "src", src.offset))
             node = PlanNode(i, op.kind, deps, op.name, op.location, op, nbytes=nbytes)
         elif op.kind == "memset":
-            (dst,) = op.args
+            dst = op.data.dst
             slots.setdefault(dst.buffer, []).append((i, "dst", dst.offset))
             node = PlanNode(i, op.kind, deps, op.name, op.location, op,
                             nbytes=dst.size * dst.itemsize)
@@ -105,15 +105,16 @@ def lower(program: Program) -> Plan:
 
 def _kernel_node(i: int, op: Op, deps: tuple[int, ...],
                  slots: dict[int, list[tuple[int, Any, int]]]) -> PlanNode:
-    threads = op.blockdim[0] * op.blockdim[1] * op.blockdim[2]
-    if min(op.griddim) < 1 or min(op.blockdim) < 1 or threads > 1024:
-        raise LoweringError(f"kernel {op.name} is launched with grid {op.griddim} and block "
-                            f"{op.blockdim}", where=op.location,
+    launch = op.data
+    threads = launch.blockdim[0] * launch.blockdim[1] * launch.blockdim[2]
+    if min(launch.griddim) < 1 or min(launch.blockdim) < 1 or threads > 1024:
+        raise LoweringError(f"kernel {op.name} is launched with grid {launch.griddim} and "
+                            f"block {launch.blockdim}", where=op.location,
                             fix="use positive dimensions and at most 1024 threads per block")
-    given = tuple(_argtype(a, op) for a in op.args)
+    given = tuple(_argtype(a, op) for a in launch.args)
     try:
-        argtypes = _numba.select_overload(op.kernel, given)
-        params = _numba.flatten_params(argtypes, op.args, _view_fields)
+        argtypes = _numba.select_overload(launch.kernel, given)
+        params = _numba.flatten_params(argtypes, launch.args, _view_fields)
     except (TypeError, ValueError, OverflowError) as exc:
         raise LoweringError(f"kernel {op.name} cannot be launched with arguments of types "
                             f"({', '.join(map(str, given))}): {exc}", where=op.location,

@@ -18,8 +18,8 @@ from .signature import arguments
 from .errors import TraceError
 from .traced import Array, tracer_of, view_of
 from .ir import (DEVICE_INPUT, EXTERNAL, HOST_CONSTANT, HOST_INPUT, STAGING, TEMP, Access, Buffer,
-                 InputLeaf,
-                 Op, OutputLeaf, Program, View, contiguous_strides, op_graph)
+                 Copy, CopyRole, EventUse, Fill, HostCall, InputKind, InputLeaf, Launch, Op,
+                 OpKind, OutputKind, OutputLeaf, Program, View, contiguous_strides, op_graph)
 from .location import user_location
 
 log = logging.getLogger("tracegraph.trace")
@@ -146,12 +146,12 @@ def zeros_like(a: Any, dtype: Any = None) -> Array:
 
 def record(event: Any, *arrays_: Array) -> None:
     """Record `event` once the launches writing `arrays_` (all earlier work if none) finish."""
-    _active("record").record_event("event_record", event, arrays_, "r")
+    _active("record").record_event(OpKind.EVENT_RECORD, event, arrays_, "r")
 
 
 def wait(event: Any, *arrays_: Array) -> None:
     """Make later work on `arrays_` (all later work if none) wait for `event`."""
-    _active("wait").record_event("event_wait", event, arrays_, "w")
+    _active("wait").record_event(OpKind.EVENT_WAIT, event, arrays_, "w")
 
 
 def callback(fn: Callable[[], Any], *arrays_: Array) -> None:
@@ -199,8 +199,8 @@ class Tracer:
         buf = self.new_buffer(nbytes, TEMP)
         view = View(buf, 0, shape, contiguous_strides(shape, dtype.itemsize), dtype)
         if zero and nbytes:
-            self.ops.append(Op("memset", "zeros", (Access(buf, 0, nbytes, "w"),),
-                               user_location(3), args=(view,), payload=0))
+            self.ops.append(Op(OpKind.MEMSET, "zeros", (Access(buf, 0, nbytes, "w"),),
+                               user_location(3), Fill(view, 0)))
         return Array(self, view)
 
     def view_of(self, a: Array) -> View:
@@ -260,9 +260,9 @@ class Tracer:
                     start, stop = v.byte_range()
                     accesses.append(Access(v.buffer, start, stop, mode))
         accesses += self._captured_accesses(found.globals, name, where)
-        self.ops.append(Op("kernel", name, tuple(accesses), where, kernel=kernel,
-                           griddim=_dim3(griddim), blockdim=_dim3(blockdim),
-                           sharedmem=int(sharedmem or 0), args=traced_args))
+        self.ops.append(Op(OpKind.KERNEL, name, tuple(accesses), where,
+                           Launch(kernel, _dim3(griddim), _dim3(blockdim), int(sharedmem or 0),
+                                  traced_args)))
 
     def _captured_accesses(self, found: tuple, kernel: str, where: str) -> list[Access]:
         """Accesses to the device arrays a kernel names as globals or closure variables:
@@ -316,17 +316,17 @@ class Tracer:
             self._external_refs.append(obj)
         return View(buf, info.ptr - lo, info.shape, info.strides, info.dtype, info.readonly)
 
-    def record_event(self, kind: str, event: Any, arrays_: tuple, mode: str) -> None:
+    def record_event(self, kind: OpKind, event: Any, arrays_: tuple, mode: str) -> None:
         views = [self.view_of(a) for a in arrays_]
         accesses = tuple(Access(v.buffer, *v.byte_range(), mode) for v in views)
-        self.ops.append(Op(kind, kind, accesses, user_location(3), payload=event,
+        self.ops.append(Op(kind, kind, accesses, user_location(3), EventUse(event),
                            barrier=not views))
 
     def record_host(self, fn: Callable, arrays_: tuple) -> None:
         views = [self.view_of(a) for a in arrays_]
         accesses = tuple(Access(v.buffer, *v.byte_range(), "r") for v in views)
         name = getattr(fn, "__name__", "callback")
-        self.ops.append(Op("host", name, accesses, user_location(3), payload=fn,
+        self.ops.append(Op(OpKind.HOST, name, accesses, user_location(3), HostCall(fn),
                            barrier=not views))
 
     # -- Numba's host API called while tracing (_numba/hooks.py) --------------
@@ -360,7 +360,7 @@ class Tracer:
         held = self.new_buffer(nbytes, HOST_CONSTANT, "host constant", external=host)
         start, _ = dst.byte_range()
         self.copy(_bytes_view(dst.buffer, start, nbytes), _bytes_view(held, 0, nbytes),
-                  "copy in a host array", "constant", where)
+                  "copy in a host array", CopyRole.CONSTANT, where)
         return Array(self, dst)
 
     def device_copy(self, dst: View, src: View, where: str) -> None:
@@ -373,7 +373,7 @@ class Tracer:
                                  "use tg.ops.copy")
         (a, b), (c, _) = dst.byte_range(), src.byte_range()
         self.copy(_bytes_view(dst.buffer, a, b - a), _bytes_view(src.buffer, c, b - a),
-                  "device copy", None, where)
+                  "device copy", CopyRole.USER, where)
 
     def view_or_external(self, obj: Any) -> View | None:
         """The view a traced array or a captured device array stands for, or None."""
@@ -384,17 +384,14 @@ class Tracer:
             return self._external(obj, info)
         return None
 
-    def copy(self, dst: View, src: View, name: str, role: str | None = None,
+    def copy(self, dst: View, src: View, name: str, role: CopyRole = CopyRole.USER,
              where: str = "") -> None:
-        """A memcpy op between two contiguous byte ranges of equal size.
-
-        `role` marks the copies tracing adds around the user's ops: "input" (pinned
-        staging to device), "output" and "write-back" (device to pinned staging).
-        """
+        """A memcpy op between two contiguous byte ranges of equal size; `role` says why
+        (the copies tracing adds around the user's ops have their own)."""
         a, b = dst.byte_range(), src.byte_range()
-        self.ops.append(Op("memcpy", name, (Access(dst.buffer, *a, "w"),
-                                            Access(src.buffer, *b, "r")),
-                           where, args=(dst, src), payload=role))
+        self.ops.append(Op(OpKind.MEMCPY, name, (Access(dst.buffer, *a, "w"),
+                                                 Access(src.buffer, *b, "r")),
+                           where, Copy(dst, src, role)))
 
 
 def _dim3(d: Any) -> tuple[int, int, int]:
@@ -505,7 +502,7 @@ def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
             if isinstance(leaf, Array):
                 raise TraceError(f"argument {path} is a traced array from another trace",
                                  where=user_location(4), fix="pass real arrays to compiled functions")
-            inputs.append(InputLeaf(i, path, "static", value=leaf))
+            inputs.append(InputLeaf(i, path, InputKind.STATIC, value=leaf))
             stand_ins.append(leaf)
             continue
         problem = _numba.dtype_problem(info.dtype)
@@ -520,7 +517,7 @@ def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
                 staging = tracer.new_buffer(nbytes, STAGING, f"{path} (pinned)", input_index=i)
                 buf = tracer.new_buffer(nbytes, HOST_INPUT, path, input_index=i)
                 tracer.copy(_bytes_view(buf, 0, nbytes), _bytes_view(staging, 0, nbytes),
-                            f"copy in {path}", "input")
+                            f"copy in {path}", CopyRole.INPUT)
             else:
                 staging = None
                 buf = tracer.new_buffer(nbytes, DEVICE_INPUT, path, input_index=i)
@@ -529,7 +526,7 @@ def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
         lo, _ = info.extent
         view = View(buf, delta + info.ptr - lo, tuple(info.shape), tuple(info.strides), info.dtype,
                     info.readonly)
-        inputs.append(InputLeaf(i, path, "array", info.placement, view.shape, info.dtype,
+        inputs.append(InputLeaf(i, path, InputKind.ARRAY, info.placement, view.shape, info.dtype,
                                 view.strides, buf, staging, view))
         stand_ins.append(Array(tracer, view))
     return inputs, stand_ins
@@ -550,11 +547,11 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
             view = tracer.view_of(leaf)
             index = by_id.get(id(leaf), by_view.get(view))
             if index is not None:
-                outputs.append(OutputLeaf("input", input_index=index))
+                outputs.append(OutputLeaf(OutputKind.INPUT, input_index=index))
                 continue
             buffer = tracer.buffers[view.buffer]
             if device_mode and buffer.kind in (TEMP, EXTERNAL):
-                outputs.append(OutputLeaf("device", view=view))
+                outputs.append(OutputLeaf(OutputKind.DEVICE, view=view))
                 continue
             # a copy: into pinned memory for NumPy results, into fresh device memory for a
             # view of a caller's array (which the caller may reuse)
@@ -563,16 +560,16 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
             dst = tracer.new_buffer(stop - start, kind, f"{path}")
             tracer.copy(_bytes_view(dst, 0, stop - start),
                         _bytes_view(view.buffer, start, stop - start), f"copy out {path}",
-                        "output", _def_location(fn))
+                        CopyRole.OUTPUT, _def_location(fn))
             out_view = View(dst, view.offset - start, view.shape, view.strides, view.dtype)
-            outputs.append(OutputLeaf("host" if not device_mode else "device", view=out_view))
+            outputs.append(OutputLeaf(OutputKind.DEVICE if device_mode else OutputKind.HOST, view=out_view))
         elif isinstance(leaf, (np.ndarray,)) or arguments.describe(leaf) is not None:
             raise TraceError(f"{name} returned a {type(leaf).__name__} at {path} that is not "
                              "a traced array", where=_def_location(fn),
                              fix="return arrays made inside the traced function (tg.empty, "
                                  "tg.ops) or its array arguments")
         else:
-            outputs.append(OutputLeaf("static", value=leaf))
+            outputs.append(OutputLeaf(OutputKind.STATIC, value=leaf))
     return outputs, tree
 
 
@@ -582,7 +579,7 @@ def _mark_written_and_write_back(tracer: Tracer, inputs: list[InputLeaf]) -> lis
     caller's array: never the bytes between a strided view's elements)."""
     writes: dict[int, list[tuple[int, int]]] = {}
     for op in tracer.ops:
-        if op.kind == "memcpy" and op.payload == "input":
+        if isinstance(op.data, Copy) and op.data.role == CopyRole.INPUT:
             continue
         for a in op.accesses:
             if a.writes and a.stop > a.start:
@@ -600,6 +597,6 @@ def _mark_written_and_write_back(tracer: Tracer, inputs: list[InputLeaf]) -> lis
             copied_back.add(inp.buffer)
             n = tracer.buffers[inp.buffer].nbytes
             tracer.copy(_bytes_view(inp.staging, 0, n), _bytes_view(inp.buffer, 0, n),
-                        f"write back {inp.path}", "write-back")
+                        f"write back {inp.path}", CopyRole.WRITE_BACK)
         out.append(replace(inp, written=is_written))
     return out

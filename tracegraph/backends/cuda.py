@@ -203,11 +203,11 @@ class CudaExecutable:
         parent = deps[0] if deps else self.gdef
         op = node.op
         if node.kind == "kernel":
-            key = (id(op.kernel), node.argtypes)
+            key = (id(op.data.kernel), node.argtypes)
             compiled = self._compiled.get(key)
             if compiled is None:
                 try:
-                    compiled = _numba.compiled_kernel(op.kernel, node.argtypes)
+                    compiled = _numba.compiled_kernel(op.data.kernel, node.argtypes)
                 except Exception as exc:  # noqa: BLE001 - Numba's typing/lowering errors
                     raise LoweringError(f"Numba could not compile kernel {op.name} for "
                                         f"{', '.join(map(str, node.argtypes))}: {exc}",
@@ -221,17 +221,17 @@ class CudaExecutable:
                                     "(a cooperative launch), which cuda.core cannot put in a "
                                     "graph node", where=op.location,
                                     fix="split the kernel at the grid sync into two launches")
-            dims = (op.griddim, op.blockdim, op.sharedmem)
+            dims = (op.data.griddim, op.data.blockdim, op.data.sharedmem)
             config = self._launch_configs.get(dims)
             if config is None:
                 config = self._launch_configs[dims] = core.LaunchConfig(
-                    grid=op.griddim, block=op.blockdim, shmem_size=op.sharedmem)
+                    grid=op.data.griddim, block=op.data.blockdim, shmem_size=op.data.sharedmem)
             args = [self._resolve(p) for p in node.params]
             self._configs[node.index] = (config, kernel)
             self._args[node.index] = args
             g = parent.launch(config, kernel, *args)
         elif node.kind == "memcpy":
-            dst, src = op.args
+            dst, src = op.data.dst, op.data.src
             copy = [self._target(dst.buffer) + dst.offset,
                     self._target(src.buffer) + src.offset, node.nbytes]
             self._copies[node.index] = copy
@@ -240,17 +240,17 @@ class CudaExecutable:
             else:  # an empty array: a placeholder node keeps the plan's edges
                 g = parent.join() if deps else self.gdef.empty()
         elif node.kind == "memset":
-            (dst,) = op.args
-            g = parent.memset(self._target(dst.buffer) + dst.offset, int(op.payload) & 0xFF,
+            dst = op.data.dst
+            g = parent.memset(self._target(dst.buffer) + dst.offset, int(op.data.value) & 0xFF,
                               node.nbytes)
         elif node.kind == "host":
-            g = parent.callback(self._guarded(op.payload, node))
+            g = parent.callback(self._guarded(op.data.fn, node))
         elif node.kind in ("event_record", "event_wait"):
             placeholder = self.device.create_event()
-            self._events.append((placeholder, op.payload))
+            self._events.append((placeholder, op.data.event))
             g = parent.record(placeholder) if node.kind == "event_record" else \
                 parent.wait(placeholder)
-            handles.set_event(g, node, op.payload)
+            handles.set_event(g, node, op.data.event)
         else:
             raise LoweringError(f"unknown node kind {node.kind}", where=node.location)
         for d in deps[1:]:
@@ -461,7 +461,7 @@ class CudaExecutable:
                     view.update(config=config, kernel=kernel, args=args)
             elif node.kind == "memcpy":
                 copy = self._copies[index]
-                dst, src = node.op.args
+                dst, src = node.op.data.dst, node.op.data.src
                 if dst.buffer == buffer:
                     copy[0] = base + dst.offset
                 if src.buffer == buffer:
@@ -469,8 +469,8 @@ class CudaExecutable:
                 if copy[2]:
                     view.update(dst=copy[0], src=copy[1], size=copy[2])
             elif node.kind == "memset":
-                (dst,) = node.op.args
-                view.update(dst=base + dst.offset, value=int(node.op.payload) & 0xFF,
+                dst = node.op.data.dst
+                view.update(dst=base + dst.offset, value=int(node.op.data.value) & 0xFF,
                             width=node.nbytes)
         except Exception as exc:  # noqa: BLE001
             raise CudaError(f"re-pointing a graph node failed: {exc}", error_name=_error_name(exc),

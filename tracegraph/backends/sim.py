@@ -161,10 +161,11 @@ class SimExecutable:
     def _execute(self, node: Any, mem: dict[int, np.ndarray], captured: dict[int, Any]) -> None:
         op = node.op
         if node.kind == "kernel":
-            args = [_kernel_arg(a, mem, ty) for a, ty in zip(op.args, node.argtypes)]
+            launch = op.data
+            args = [_kernel_arg(a, mem, ty) for a, ty in zip(launch.args, node.argtypes)]
             try:
-                _numba.run_simulated(op.kernel, op.griddim, op.blockdim, op.sharedmem, args,
-                                     captured)
+                _numba.run_simulated(launch.kernel, launch.griddim, launch.blockdim,
+                                     launch.sharedmem, args, captured)
             except ValueError as exc:
                 if "read-only" not in str(exc):
                     raise
@@ -173,16 +174,16 @@ class SimExecutable:
                                     fix="pass a writable array (e.g. a copy), or do not write "
                                         "it in the kernel") from exc
         elif node.kind == "memcpy":
-            dst, src = op.args
+            dst, src = op.data.dst, op.data.src
             n = node.nbytes
             mem[dst.buffer][dst.offset:dst.offset + n] = mem[src.buffer][src.offset:src.offset + n]
         elif node.kind == "memset":
-            (dst,) = op.args
-            mem[dst.buffer][dst.offset:dst.offset + node.nbytes] = op.payload
+            dst = op.data.dst
+            mem[dst.buffer][dst.offset:dst.offset + node.nbytes] = op.data.value
         elif node.kind == "host":
             try:
                 with _numba.in_host_callback():
-                    op.payload()
+                    op.data.fn()
             except Exception as exc:
                 raise TracegraphError(f"host callback {op.name} raised {type(exc).__name__}: "
                                       f"{exc}", where=op.location,

@@ -30,7 +30,7 @@ def add_dependencies(program: Program) -> Program:
     region's coordinates (ir.memory_regions). A barrier op is ordered after all earlier ops
     and before all later ones. Not transitively reduced.
     """
-    regions = memory_regions(program)
+    regions = memory_regions(program.buffers, program.aliased_inputs)
     edges: dict[tuple[int, int], set[str]] = {}
     # per buffer, the accesses a later op may still conflict with: (access, op index)
     live: dict[int, list[tuple[Access, int]]] = {}

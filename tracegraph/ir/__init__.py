@@ -1,0 +1,27 @@
+"""The IR: buffers, views, accesses (memory.py), ops with typed data (ops.py), the Program
+and its invariants (program.py), and the enums of their kinds (kinds.py). Everything is
+frozen: a Program's `graph` is a networkx DiGraph that passes replace, never mutate (node i
+carries `op=ops[i]`, each edge `hazard`)."""
+from __future__ import annotations
+
+from .kinds import HAZARDS, BufferKind, CopyRole, InputKind, OpKind, OutputKind
+from .memory import (UNBOUNDED, Access, Buffer, View, contiguous_strides, memory_regions,
+                     region_access)
+from .ops import Copy, EventUse, Fill, HostCall, Launch, Op, OpData
+from .program import InputLeaf, OutputLeaf, Program, op_graph, verify
+
+# the buffer kinds by their short names
+TEMP = BufferKind.TEMP
+DEVICE_INPUT = BufferKind.DEVICE_INPUT
+HOST_INPUT = BufferKind.HOST_INPUT
+STAGING = BufferKind.STAGING
+EXTERNAL = BufferKind.EXTERNAL
+HOST_CONSTANT = BufferKind.HOST_CONSTANT
+
+__all__ = [
+    "DEVICE_INPUT", "EXTERNAL", "HAZARDS", "HOST_CONSTANT", "HOST_INPUT", "STAGING", "TEMP",
+    "UNBOUNDED", "Access", "Buffer", "BufferKind", "Copy", "CopyRole", "EventUse", "Fill",
+    "HostCall", "InputKind", "InputLeaf", "Launch", "Op", "OpData", "OpKind", "OutputKind",
+    "OutputLeaf", "Program", "View", "contiguous_strides", "memory_regions", "op_graph",
+    "region_access", "verify",
+]

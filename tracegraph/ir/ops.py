@@ -1,0 +1,73 @@
+"""Ops: what the traced function did, in program order, each with the data of its kind."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from .kinds import CopyRole, OpKind
+from .memory import Access, View
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """A kernel launch: the user's dispatcher and its arguments, traced arrays as Views
+    (tuples stay tuples, namedtuples namedtuples)."""
+    kernel: Any = field(compare=False)
+    griddim: tuple[int, int, int] = (1, 1, 1)
+    blockdim: tuple[int, int, int] = (1, 1, 1)
+    sharedmem: int = 0
+    args: tuple = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Copy:
+    """dst <- src: the same number of bytes, both contiguous."""
+    dst: View
+    src: View
+    role: CopyRole = CopyRole.USER
+
+
+@dataclass(frozen=True, slots=True)
+class Fill:
+    """Every byte of dst set to `value`."""
+    dst: View
+    value: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EventUse:
+    """A caller's event recorded or waited on (OpKind says which)."""
+    event: Any = field(compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class HostCall:
+    """A Python callable run on the host at this point of the graph."""
+    fn: Any = field(compare=False)
+
+
+OpData = Union[Launch, Copy, Fill, EventUse, HostCall]
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One recorded operation. `data` holds what its kind needs; a `barrier` op is ordered
+    after every earlier op and before every later one."""
+    kind: OpKind
+    name: str
+    accesses: tuple[Access, ...] = ()
+    location: str = ""
+    data: OpData | None = field(default=None, compare=False)
+    barrier: bool = False
+
+    def describe(self) -> str:
+        if isinstance(self.data, Launch):
+            return f"{self.name}[{_dims(self.data.griddim)}, {_dims(self.data.blockdim)}]"
+        return self.name
+
+
+def _dims(d: tuple[int, int, int]) -> str:
+    trimmed = list(d)
+    while len(trimmed) > 1 and trimmed[-1] == 1:
+        trimmed.pop()
+    return "x".join(str(x) for x in trimmed)

@@ -1,0 +1,146 @@
+"""The Program: what a traced function did (its ops, buffers, inputs and results) and the
+dependency DAG the passes build over the ops; verify() checks its invariants."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from ..errors import VerifyError
+from .kinds import HAZARDS, BufferKind, InputKind, OpKind, OutputKind
+from .memory import Buffer, View, memory_regions, region_access
+from .ops import Op
+
+_BUFFER_KINDS = frozenset(BufferKind)
+_OP_KINDS = frozenset(OpKind)
+
+
+@dataclass(frozen=True, slots=True)
+class InputLeaf:
+    """One flattened argument of the traced function."""
+    index: int
+    path: str                # e.g. "x" or "args[1]['w']": used in error messages
+    kind: InputKind
+    placement: str = ""      # "host" or "device", for arrays
+    shape: tuple[int, ...] = ()
+    dtype: np.dtype | None = None
+    strides: tuple[int, ...] = ()
+    buffer: int | None = None        # the device-side buffer kernels use
+    staging: int | None = None       # the pinned staging buffer, for host arrays
+    view: View | None = None         # the traced array kernels see
+    value: Any = None                # for static leaves
+    written: bool = False            # some op writes this input's bytes
+
+    @property
+    def writes_back(self) -> bool:
+        """A written NumPy input: its elements are copied back into the caller's array."""
+        return self.written and self.staging is not None and not self.view.readonly
+
+
+@dataclass(frozen=True, slots=True)
+class OutputLeaf:
+    """One flattened result: an input handed back, a view of graph memory, or a static value."""
+    kind: OutputKind
+    input_index: int | None = None
+    view: View | None = None
+    value: Any = None
+
+
+@dataclass(frozen=True, eq=False)
+class Program:
+    """What a traced function did: ops in program order plus their dependency DAG."""
+    name: str
+    ops: tuple[Op, ...]
+    buffers: tuple[Buffer, ...]
+    inputs: tuple[InputLeaf, ...]
+    input_tree: Any
+    outputs: tuple[OutputLeaf, ...]
+    output_tree: Any
+    graph: nx.DiGraph
+    device_mode: bool = False  # results are device arrays (some input was a device array)
+    # (device input buffer, captured buffer) pairs whose memory overlapped in the compiling
+    # call: ordered conservatively (api.py compiles again if the overlap changes)
+    aliased_inputs: frozenset[tuple[int, int]] = frozenset()
+
+    def replace(self, **changes: Any) -> "Program":
+        fields = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        fields.update(changes)
+        return Program(**fields)
+
+    def __repr__(self) -> str:
+        kinds: dict[str, int] = {}
+        for op in self.ops:
+            kinds[op.kind] = kinds.get(op.kind, 0) + 1
+        summary = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+        return (f"<tracegraph.Program {self.name}: {summary}; "
+                f"{self.graph.number_of_edges()} edges, {len(self.buffers)} buffers>")
+
+
+def op_graph(ops: tuple[Op, ...]) -> nx.DiGraph:
+    """A graph with one node per op (attribute `op`) and no edges yet."""
+    g = nx.DiGraph()
+    g.add_nodes_from((i, {"op": op}) for i, op in enumerate(ops))
+    return g
+
+
+def verify(program: Program, *, check_order: bool = False) -> Program:
+    """Check the invariants every pass must keep; raise VerifyError naming the node.
+
+    With check_order, also check that every two ops touching overlapping bytes where
+    one writes are ordered by a path in the graph (quadratic: for tests).
+    """
+    g = program.graph
+    nbuf = len(program.buffers)
+    for i, b in enumerate(program.buffers):
+        if b.id != i or b.kind not in _BUFFER_KINDS or b.nbytes < 0:
+            raise VerifyError(f"buffer {i} is malformed: {b}")
+    if set(g.nodes) != set(range(len(program.ops))):
+        raise VerifyError(f"graph nodes {sorted(g.nodes)[:8]}... do not match the "
+                          f"{len(program.ops)} ops")
+    for i, op in enumerate(program.ops):
+        where = f"node {i} ({op.describe()}) from {op.location or '?'}"
+        if op.kind not in _OP_KINDS:
+            raise VerifyError(f"{where}: unknown op kind {op.kind!r}")
+        if g.nodes[i].get("op") is not op:
+            raise VerifyError(f"{where}: graph attribute 'op' is not ops[{i}]")
+        for a in op.accesses:
+            if not (0 <= a.buffer < nbuf):
+                raise VerifyError(f"{where}: access to unknown buffer {a.buffer}")
+            if not (0 <= a.start <= a.stop <= program.buffers[a.buffer].nbytes):
+                raise VerifyError(f"{where}: access bytes [{a.start}, {a.stop}) outside "
+                                  f"buffer {a.buffer} of {program.buffers[a.buffer].nbytes} bytes")
+            if a.mode not in ("r", "w", "rw"):
+                raise VerifyError(f"{where}: access mode {a.mode!r}")
+    for u, v, data in g.edges(data=True):
+        if not u < v:
+            raise VerifyError(f"edge {u}->{v} goes against program order")
+        if data.get("hazard") not in HAZARDS:
+            raise VerifyError(f"edge {u}->{v} ({program.ops[u].describe()} -> "
+                              f"{program.ops[v].describe()}) has no hazard type")
+    if check_order:
+        _check_order(program)
+    return program
+
+
+def _check_order(program: Program) -> None:
+    ops = program.ops
+    reach = {i: nx.descendants(program.graph, i) for i in range(len(ops))}
+    regions = memory_regions(program.buffers, program.aliased_inputs)
+    accesses = [[region_access(a, regions) for a in op.accesses] for op in ops]
+    for j, later in enumerate(ops):
+        for i in range(j):
+            earlier = ops[i]
+            if j in reach[i]:
+                continue
+            if earlier.barrier or later.barrier:
+                raise VerifyError(f"barrier node {i} or {j} is not ordered with the other")
+            for a in accesses[i]:
+                for b in accesses[j]:
+                    if a.overlaps(b) and (a.writes or b.writes) and a.stop > a.start and b.stop > b.start:
+                        raise VerifyError(
+                            f"nodes {i} ({earlier.describe()}, {earlier.location}) and {j} "
+                            f"({later.describe()}, {later.location}) touch bytes "
+                            f"[{max(a.start, b.start)}, {min(a.stop, b.stop)}) of buffer "
+                            f"{a.buffer} with a write but are not ordered")
