@@ -123,13 +123,14 @@ class EagerPlan:
     def __init__(self, fn: Any, *args: Any):
         from tracegraph.signature import arguments
         from tracegraph.ir import DEVICE_INPUT, EXTERNAL, View
+        from tracegraph.plan import input_bases, replay_table
 
         plan = fn.lower(*args)
         infos = [arguments.describe(a) for a in args]
         if len(plan.inputs) != len(args) or any(i is not None and i.placement != arguments.DEVICE
                                                 for i in infos):
             raise ValueError("EagerPlan takes flat positional arguments and device arrays")
-        device_bases, _ = backends.input_bases(plan, infos)
+        device_bases, _ = input_bases(replay_table(plan), infos)
         self._keep: list[Any] = []
         base: dict[int, int] = {}
         for b in plan.buffers:

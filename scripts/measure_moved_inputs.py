@@ -78,7 +78,7 @@ def measure_cell(fan, nbytes, way, reps):
         f.replay(y if k % 2 else x, outs)
         warm.append(time.perf_counter() - t0)
     cuda.synchronize()
-    watch = f.latest.executable._watch
+    watch = f.latest.executable.watch
     mode = next(iter(watch.values())).mode if watch else "repoint (not watched)"
     moved = step_us(f.replay, lambda k: (y if k % 2 else x, outs), reps)
     moved_host = host_us(f.replay, lambda k: (y if k % 2 else x, outs))
@@ -99,7 +99,7 @@ def memcpy_patch_us(reps=2000):
     """Host time to re-point one memcpy node through cuda.core (what the backend uses)."""
     f, x, y, outs = compiled_fanout(4, "copy")
     exe = f.latest.executable
-    w = next(w for w in exe._watch.values() if exe.plan.buffers[w.buffer].name == "src")
+    w = next(w for w in exe.watch.values() if exe.plan.buffers[w.buffer].name == "src")
     addrs = [x.device_ctypes_pointer.value, y.device_ctypes_pointer.value]
     view = exe.graph[w.copy_in]
     t0 = time.perf_counter()

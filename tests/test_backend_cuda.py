@@ -272,7 +272,8 @@ def test_kernel_fault_is_a_cuda_error_not_a_hang(gpu):
     assert "oob" in r.stdout, r.stdout  # the message names the kernel
 
 
-def test_cuda_backend_refuses_cleanly_without_gpu():
+def test_cuda_backend_refuses_cleanly_without_gpu(monkeypatch):
+    monkeypatch.delenv("TRACEGRAPH_CUDA_PLATFORM", raising=False)  # not its CPU stand-in
     if _numba.SIMULATOR or not tg.backends.gpu_usable():
         f = diamond("cuda")
         with pytest.raises(tg.TracegraphError, match="backend 'cuda'"):
@@ -345,3 +346,54 @@ def test_callback_calling_cuda_is_reported(gpu):
                        timeout=90, env=dict(os.environ))
     assert "REPORTED" in r.stdout, r.stdout + r.stderr
     assert "must not call CUDA" in r.stdout and "bad_callback" in r.stdout
+
+
+# ---------------------------------------------------------------------------
+# the CPU stand-in of the platform sees what the backend does (no GPU needed)
+
+def _fake():
+    from tracegraph.backends.cuda import platform
+    p = platform.platform()
+    if type(p).__name__ != "FakePlatform":
+        pytest.skip("runs on the CPU stand-in of the cuda platform")
+    return p
+
+
+def _moving_reader():
+    @tg.compile(backend="cuda")
+    def step(x):
+        out = tg.empty((3, N))
+        for k in range(3):
+            scale[1, N](x, float(k + 1), out[k])
+        return out
+    return step
+
+
+def test_the_fake_platform_counts_one_patch_per_node_using_a_moved_input():
+    fake = _fake()
+    step = _moving_reader()
+    xs = [cuda.to_device(np.arange(N, dtype=np.float64) + k) for k in range(2)]
+    step(xs[0])
+    before = dict(fake.counts)
+    out = step(xs[1])
+    assert fake.counts["kernel_patch"] - before.get("kernel_patch", 0) == 3  # three kernel nodes read x
+    np.testing.assert_array_equal(out.copy_to_host(), np.outer([1, 2, 3], xs[1].copy_to_host()))
+    before = fake.counts["kernel_patch"]
+    step(xs[1])  # `out` is still held: the result moves to another allocation, 3 patches
+    assert fake.counts["kernel_patch"] - before == 3
+    del out
+    before = fake.counts["kernel_patch"]
+    step(xs[1])
+    assert fake.counts["kernel_patch"] == before  # an unchanged pointer costs nothing
+
+
+def test_the_fake_platform_catches_a_broken_re_point(monkeypatch):
+    """Mutation check: with re-pointing disabled, replays read the compiling call's array."""
+    _fake()
+    from tracegraph.backends.cuda import replay
+    monkeypatch.setattr(replay.Replayer, "_patch", lambda *a, **k: None)
+    step = _moving_reader()
+    xs = [cuda.to_device(np.arange(N, dtype=np.float64) + k) for k in range(2)]
+    step(xs[0])
+    stale = step(xs[1]).copy_to_host()
+    assert np.array_equal(stale, np.outer([1, 2, 3], xs[0].copy_to_host()))  # wrong, and seen

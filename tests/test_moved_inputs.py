@@ -15,8 +15,9 @@ from small_kernels import scale
 import tracegraph as tg
 from tracegraph import TracegraphError, config
 from tracegraph import backends
+from tracegraph.plan import input_bases, replay_table
 from tracegraph.signature.arguments import describe
-from tracegraph.backends.moved_inputs import Costs, MovePolicy, could_win, watched_inputs
+from tracegraph.backends.cuda.moved_inputs import Costs, MovePolicy, could_win, watched_inputs
 from tracegraph.ir import EXTERNAL
 
 N = 8
@@ -105,7 +106,7 @@ def watched_names(fn, *args, mode="auto"):
     f = tg.compile(fn, backend="sim")
     call = f._calls._prepare(args, {})
     plan = f.lower(*args)
-    base, _ = backends.input_bases(plan, call.infos)
+    base, _ = input_bases(replay_table(plan), call.infos)
     base.update({b.id: describe(b.external).extent[0] for b in plan.buffers
                  if b.kind == EXTERNAL})
     return {plan.buffers[b].name: w.written
@@ -191,7 +192,7 @@ def wide_writer(backend):
 
 def watched(f):
     """buffer -> WatchedInput of the cuda executable ({} on sim)."""
-    return getattr(f.latest.executable, "_watch", {})
+    return getattr(f.latest.executable, "watch", {})
 
 
 def graph_nodes(f):

@@ -9,6 +9,7 @@ LOGS = "TRACEGRAPH_LOGS"            # a logging level name, e.g. DEBUG
 SIM_ORDER = "TRACEGRAPH_SIM_ORDER"  # "random" or an integer seed: sim runs a random valid order
 MOVED_INPUTS = "TRACEGRAPH_MOVED_INPUTS"  # auto | repoint | copy: how cuda follows moved inputs
 MOVED_INPUTS_MODES = ("auto", "repoint", "copy")
+CUDA_PLATFORM = "TRACEGRAPH_CUDA_PLATFORM"  # "fake": the cuda backend on the CPU (tests)
 
 
 def backend_override() -> str | None:
@@ -25,6 +26,17 @@ def moved_inputs_mode() -> str:
         raise TracegraphError(f"{MOVED_INPUTS}={value!r} is not a known mode",
                               fix=f"set it to one of {', '.join(MOVED_INPUTS_MODES)} or leave "
                                   "it unset")
+    return value
+
+
+def cuda_platform() -> str:
+    """What the cuda backend runs on: "gpu", or "fake" (its CPU stand-in, for tests on a
+    machine without a GPU, under NUMBA_ENABLE_CUDASIM=1)."""
+    value = os.environ.get(CUDA_PLATFORM, "").strip().lower() or "gpu"
+    if value not in ("gpu", "fake"):
+        from .errors import TracegraphError
+        raise TracegraphError(f"{CUDA_PLATFORM}={value!r} is not a known platform",
+                              fix="set it to gpu or fake, or leave it unset")
     return value
 
 

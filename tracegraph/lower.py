@@ -1,70 +1,17 @@
-"""Program -> Plan: backend-neutral explicit graph nodes with their dependencies.
-
-A kernel node carries the Numba argument types (to pick the compiled overload) and the
-flattened parameter list Numba passes to the driver, with data pointers left symbolic
-(`Ptr(buffer, offset)`) so a backend resolves them once and patches only what changes.
-"""
+"""Program -> Plan: one explicit graph node per op, with its dependencies, the overload
+its kernel launches and Numba's flattened parameters (plan.py holds the Plan types)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
 
 from . import _numba
 from .errors import LoweringError
-from .ir import DEVICE_INPUT, Buffer, InputLeaf, Op, OutputLeaf, Program, View
+from .ir import Op, OpKind, Program, View
+from .plan import CScalar, Plan, PlanNode, Ptr
 
-Ptr = _numba.Ptr
-CScalar = _numba.CScalar
-
-
-@dataclass(frozen=True, slots=True)
-class PlanNode:
-    """One explicit graph node. `deps` are indices of earlier nodes."""
-    index: int
-    kind: str
-    deps: tuple[int, ...]
-    name: str
-    location: str
-    op: Op = field(repr=False)
-    argtypes: tuple = field(default=(), repr=False)
-    params: tuple = field(default=(), repr=False)
-    nbytes: int = 0  # memcpy/memset size
-
-    def describe(self) -> str:
-        return f"{self.op.describe()} ({self.location})" if self.location else self.op.describe()
-
-
-@dataclass(frozen=True, eq=False)
-class Plan:
-    """What a backend builds: nodes in a valid order, plus memory and I/O bindings."""
-    name: str
-    nodes: tuple[PlanNode, ...]
-    buffers: tuple[Buffer, ...]
-    inputs: tuple[InputLeaf, ...]
-    input_tree: Any
-    outputs: tuple[OutputLeaf, ...]
-    output_tree: Any
-    device_mode: bool
-    program: Program = field(repr=False)
-    # buffer -> ((node, param position or "dst"/"src", byte offset), ...): every place a
-    # buffer's address appears, so a backend can re-point it
-    pointer_slots: dict[int, tuple[tuple[int, Any, int], ...]] = field(default_factory=dict,
-                                                                       repr=False)
-
-    @property
-    def patchable_buffers(self) -> tuple[int, ...]:
-        """Buffers whose address can change between replays: the caller's device arrays."""
-        return tuple(b.id for b in self.buffers if b.kind == DEVICE_INPUT)
-
-    def __repr__(self) -> str:
-        kinds: dict[str, int] = {}
-        for n in self.nodes:
-            kinds[n.kind] = kinds.get(n.kind, 0) + 1
-        summary = ", ".join(f"{k} {n}" for n, k in sorted(kinds.items()))
-        return f"<tracegraph.Plan {self.name}: {len(self.nodes)} nodes ({summary})>"
-
+__all__ = ["CScalar", "Plan", "PlanNode", "Ptr", "lower"]
 
 def lower(program: Program) -> Plan:
     """Requires: a Program after the passes (edges go forward in program order).
@@ -123,7 +70,7 @@ def _kernel_node(i: int, op: Op, deps: tuple[int, ...],
     for pos, p in enumerate(params):
         if isinstance(p, Ptr):
             slots.setdefault(p.buffer, []).append((i, pos, p.offset))
-    return PlanNode(i, "kernel", deps, op.name, op.location, op, argtypes, params)
+    return PlanNode(i, OpKind.KERNEL, deps, op.name, op.location, op, argtypes, params)
 
 
 def _argtype(arg: Any, op: Op) -> Any:

@@ -21,7 +21,8 @@ from .kernels import (SIMULATOR, is_device_function, is_kernel, kernel_extension
                       kernel_is_debug, kernel_name, kernel_py_func, uses_grid_sync)
 from .layout import (CScalar, Ptr, array_type, compiled_kernel, dtype_problem, flatten_params,
                      layout_of, ptx_for, record_simulator_signatures, scalar_type,
-                     select_overload, simulator_scalar, tuple_type)
+                     select_overload, simulator_scalar, tuple_type,
+                     unflatten_params)
 from .simulate import run_simulated, simulator_array, simulator_kernel, simulator_lock
 
 if SIMULATOR:
@@ -30,7 +31,7 @@ install_hooks()  # inert until a tracer is active on a thread
 
 __all__ = [
     "SIMULATOR", "CScalar", "GlobalRef", "KernelAccess", "Ptr", "dtype_problem",
-    "infer_kernel_access", "is_device_function", "kernel_extensions", "select_overload", "simulator_scalar", "unknown_globals", "allocation_refs", "array_type", "compiled_kernel",
+    "infer_kernel_access", "is_device_function", "kernel_extensions", "select_overload", "simulator_scalar", "unflatten_params", "unknown_globals", "allocation_refs", "array_type", "compiled_kernel",
     "current_tracer", "in_host_callback", "device_address", "device_bytes", "device_view", "flatten_params",
     "infer_param_access", "install_hooks", "is_device_array_type", "is_kernel",
     "is_simulated_device_array", "is_simulated_device_array_type", "kernel_is_debug",

@@ -3,29 +3,12 @@ parent, nitems, itemsize, data, shape..., strides...), and the compiled overload
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
+from ..plan import CScalar, Ptr
 from .kernels import kernel_py_func
-
-@dataclass(frozen=True, slots=True)
-class Ptr:
-    """A data-pointer parameter: a byte offset into an IR buffer, resolved by the backend."""
-    buffer: int
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class CScalar:
-    """A scalar parameter passed by value as a ctypes type (e.g. "c_float")."""
-    ctype: str
-    value: Any
-
-    def as_ctype(self) -> Any:
-        return getattr(ctypes, self.ctype)(self.value)
-
 
 _array_types: dict[tuple, Any] = {}
 
@@ -141,6 +124,42 @@ def flatten_params(argtypes: tuple, values: tuple, view_fields: Callable) -> tup
     for ty, val in zip(argtypes, values):
         add(ty, val)
     return tuple(out)
+
+
+def unflatten_params(argtypes: tuple, params: list, array_at: Callable) -> list:
+    """The kernel arguments a flattened parameter list stands for (flatten_params run
+    backwards, as the kernel's prologue reads them): `array_at(data address, shape,
+    strides, dtype, readonly)` makes each array; ctypes scalars become Python values."""
+    from numba import types
+    at = iter(params)
+
+    def value(p: Any) -> Any:
+        return p.value if hasattr(p, "value") and not isinstance(p, (bool, int)) else p
+
+    def take(ty: Any) -> Any:
+        if isinstance(ty, types.Array):
+            _meminfo, _parent, _nitems, _itemsize, data = (next(at) for _ in range(5))
+            shape = tuple(int(next(at)) for _ in range(ty.ndim))
+            strides = tuple(int(next(at)) for _ in range(ty.ndim))
+            from numba.np.numpy_support import as_dtype
+            return array_at(int(value(data)), shape, strides, as_dtype(ty.dtype),
+                            not ty.mutable)
+        if isinstance(ty, types.EnumMember):
+            return ty.instance_class(take(ty.dtype))
+        if isinstance(ty, types.Float) and ty.bitwidth == 16:
+            return np.uint16(value(next(at))).view(np.float16)
+        if isinstance(ty, types.Complex):
+            return complex(value(next(at)), value(next(at)))
+        if isinstance(ty, (types.NPDatetime, types.NPTimedelta)):
+            from numba.np.numpy_support import as_dtype
+            return np.int64(value(next(at))).view(as_dtype(ty))
+        if isinstance(ty, types.BaseTuple):
+            items = [take(t) for t in ty]
+            cls = getattr(ty, "instance_class", tuple)
+            return cls(*items) if hasattr(cls, "_fields") else tuple(items)
+        return value(next(at))
+
+    return [take(ty) for ty in argtypes]
 
 
 def _checked(scalar: CScalar) -> CScalar:

@@ -1,12 +1,22 @@
 """Backends execute a Plan: `sim` (CPU reference) and `cuda` (explicit CUDA graph)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from .. import _numba, config
 from ..errors import TracegraphError
 
 BACKENDS = ("auto", "cuda", "sim")
+
+
+class Executable(Protocol):
+    """What every backend builds from a Plan: `run` replays it for one call's flattened
+    arguments (`leaves`, and `infos` describing the arrays among them) and returns the
+    results; `plan` is what it runs."""
+    backend: str
+    plan: Any
+
+    def run(self, leaves: list[Any], infos: list[Any], stream: Any = None) -> Any: ...
 
 
 def gpu_usable() -> bool:
@@ -25,10 +35,10 @@ def resolve(name: str) -> str:
     if name == "auto":
         name = config.backend_override() or "auto"
     if name == "auto":
-        return "cuda" if gpu_usable() else "sim"
+        return "cuda" if gpu_usable() else "sim"  # the fake platform is only ever asked for
     if name not in BACKENDS:
         raise TracegraphError(f"unknown backend {name!r}", fix=f"use one of {BACKENDS}")
-    if name == "cuda" and not gpu_usable():
+    if name == "cuda" and not gpu_usable() and config.cuda_platform() != "fake":
         why = ("Numba runs in simulator mode (NUMBA_ENABLE_CUDASIM=1)" if _numba.SIMULATOR
                else "no CUDA GPU is usable on this machine")
         raise TracegraphError(f"backend 'cuda' was asked for but {why}",
@@ -48,23 +58,3 @@ def build(plan: Any, backend: str, infos: list | None = None) -> Any:
         return sim.build(plan, config.sim_order_seed())
     from . import cuda
     return cuda.build(plan, infos)
-
-
-def input_bases(plan: Any, infos: list) -> tuple[dict[int, int], dict[int, int]]:
-    """Addresses of the caller's memory for this call.
-
-    Returns ({device input buffer: its base address}, {staging buffer: base address of
-    the caller's host memory it mirrors}). A buffer's base is where byte 0 of the buffer
-    lies: the array's element [0...] address minus the view's offset.
-    """
-    device: dict[int, int] = {}
-    staging: dict[int, int] = {}
-    for inp in plan.inputs:
-        if inp.kind != "array":
-            continue
-        base = infos[inp.index].ptr - inp.view.offset
-        if inp.staging is None:
-            device.setdefault(inp.buffer, base)
-        else:
-            staging.setdefault(inp.staging, base)
-    return device, staging

@@ -19,8 +19,7 @@ from .. import _numba, pytree
 from ..signature.arguments import ArrayInfo, describe
 from ..errors import LoweringError, TracegraphError
 from ..ir import DEVICE_INPUT, EXTERNAL, HOST_CONSTANT, HOST_INPUT, STAGING, TEMP, View
-from ..lower import Plan
-from . import input_bases
+from ..plan import Plan, input_bases, replay_table
 
 log = logging.getLogger("tracegraph.backends.sim")
 
@@ -77,6 +76,7 @@ class SimExecutable:
                        if b.kind in (TEMP, HOST_INPUT, STAGING, HOST_CONSTANT)}
         self.written = frozenset(a.buffer for n in plan.nodes for a in n.op.accesses
                                  if a.writes)
+        self.table = replay_table(plan)
         self._lock = threading.Lock()
 
     def run(self, leaves: list[Any], infos: list[ArrayInfo | None], stream: Any = None) -> Any:
@@ -86,13 +86,12 @@ class SimExecutable:
     def _run(self, leaves: list[Any], infos: list[ArrayInfo | None]) -> Any:
         plan = self.plan
         mem = dict(self.memory)
-        device_bases, staging_bases = input_bases(plan, infos)
+        device_bases, staging_bases = input_bases(self.table, infos)
         copied_from_device = self._device_memory(mem, device_bases)
         for staging, base in staging_bases.items():
             ctypes.memmove(mem[staging].ctypes.data, base, plan.buffers[staging].nbytes)
-        for b in plan.buffers:
-            if b.kind == HOST_CONSTANT:
-                mem[b.id][:] = host_constant_bytes(b)
+        for b in self.table.constants:
+            mem[b][:] = host_constant_bytes(plan.buffers[b])
 
         captured = self._captured(mem)
         for i in self.order:
@@ -104,9 +103,9 @@ class SimExecutable:
                     exc.add_note(f"while executing graph node {i}: {node.describe()}")
                 raise
 
-        for inp in plan.inputs:
-            if inp.kind == "array" and inp.writes_back:  # its own elements only
-                leaves[inp.index][...] = _ndarray(replace(inp.view, buffer=inp.staging), mem)
+        for h in self.table.host_inputs:
+            for leaf, view in h.write_back:  # each written leaf's own elements only
+                leaves[leaf][...] = _ndarray(replace(view, buffer=h.staging), mem)
         for (lo, host), members in copied_from_device:
             if any(b in self.written for b in members):  # a caller's or captured array
                 _numba.device_bytes(lo, host.nbytes).copy_to_device(host)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..ir import EXTERNAL
+from ...ir import EXTERNAL
 
 
 @dataclass(frozen=True)

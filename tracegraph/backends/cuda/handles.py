@@ -1,25 +1,17 @@
-"""Raw CUDA handles for the cuda backend: callers' streams and events, page-locked host
-memory, and kernel-node parameters held in ctypes storage for fast re-pointing.
-
-Part of the cuda backend, the only code that calls the CUDA driver (through cuda.bindings
-where cuda.core has no API or measured slower on the replay path).
-"""
+"""Raw CUDA handles for the real platform: callers' streams and events, page-locked host
+memory, cooperative kernel nodes, and kernel-node parameters held in ctypes storage for
+fast re-pointing (through cuda.bindings, where cuda.core has no API or measured slower)."""
 from __future__ import annotations
 
 import ctypes
 from typing import Any
 
-from ..errors import CudaError, TracegraphError
-from ..lower import PlanNode
+from ...errors import TracegraphError
 
 
 def _core() -> Any:
     import cuda.core as core
     return core
-
-
-def node_label(node: PlanNode) -> str:
-    return f"{node.index} {node.op.describe()}"
 
 
 _streams: dict[int, Any] = {}
@@ -135,17 +127,30 @@ def _ctype_value(arg: Any) -> Any:
     return type(arg)(arg.value)  # already a ctypes scalar
 
 
-def set_event(gnode: Any, node: PlanNode, event: Any) -> None:
+def _check(err: Any, call: str) -> None:
+    from cuda.bindings import driver
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"{call} returned {err.name}")
+
+
+def set_event(gnode: Any, record: bool, event: Any) -> None:
     """Point an event node at the caller's event (cuda.core cannot wrap a foreign handle)."""
     from cuda.bindings import driver
     handle = driver.CUevent(event_handle(event))
-    if node.kind == "event_record":
-        err, = driver.cuGraphEventRecordNodeSetEvent(gnode.handle, handle)
+    if record:
+        (err,) = driver.cuGraphEventRecordNodeSetEvent(gnode.handle, handle)
+        _check(err, "cuGraphEventRecordNodeSetEvent")
     else:
-        err, = driver.cuGraphEventWaitNodeSetEvent(gnode.handle, handle)
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise CudaError("setting the event of an event node failed", error_name=err.name,
-                        call="cuGraphEvent*NodeSetEvent", node=node_label(node),
-                        where=node.location)
+        (err,) = driver.cuGraphEventWaitNodeSetEvent(gnode.handle, handle)
+        _check(err, "cuGraphEventWaitNodeSetEvent")
 
 
+def set_cooperative(gnode: Any) -> None:
+    """Make a kernel node a cooperative launch (cuda.core refuses to create one:
+    cuda-python#2421); the executable keeps the attribute on re-pointing."""
+    from cuda.bindings import driver
+    value = driver.CUkernelNodeAttrValue()
+    value.cooperative = 1
+    (err,) = driver.cuGraphKernelNodeSetAttribute(
+        gnode.handle, driver.CUkernelNodeAttrID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE, value)
+    _check(err, "cuGraphKernelNodeSetAttribute")

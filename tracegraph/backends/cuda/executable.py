@@ -1,0 +1,136 @@
+"""One compiled signature on the GPU: its memory, its instantiated graph, and replay."""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ... import config
+from ...errors import CudaError, TracegraphError
+from ...plan import Plan, PlanNode, input_bases, replay_table
+from ...signature import ArrayInfo
+from .build import GraphBuilder
+from .memory import GraphMemory
+from .moved_inputs import watched_inputs
+from .platform import error_name, platform
+from .replay import Replayer
+
+_thread = threading.local()  # the device made current on this thread
+
+
+class CudaExecutable:
+    """Built on the compiling call's addresses, instantiated once (again only when a moved
+    input changes how it is followed), replayed with one launch."""
+
+    backend = "cuda"
+
+    def __init__(self, plan: Plan, infos: list | None = None):
+        self.plan = plan
+        self.platform = platform()
+        self.platform.set_current()
+        self._lock = threading.Lock()
+        self._callback_errors: list[tuple[PlanNode, BaseException]] = []
+        self.table = replay_table(plan)
+        first_call = input_bases(self.table, infos)[0] if infos is not None else {}
+        self.memory = GraphMemory(plan, self.table, self.platform, first_call)
+        self.watch = watched_inputs(plan, self.memory.base, config.moved_inputs_mode())
+        self.builder = GraphBuilder(plan, self.memory, self.watch, self.platform, self._guarded)
+        self.replayer = Replayer(plan, self.table, self.memory, self.platform, self.watch)
+        self.built = self.builder.build()
+        self.replayer.attach(self.built)
+        # NumPy inputs and held host data: the next call refills pinned staging (or the
+        # caller may reuse a page-locked array), so the graph must have read them before
+        # this call returns; NumPy results are read on return
+        self._needs_sync = bool(self.table.host_inputs or self.table.constants) or \
+            any(o.kind == "host" for o in plan.outputs)
+
+    @property
+    def gdef(self) -> Any:
+        return self.built.gdef
+
+    @property
+    def graph(self) -> Any:
+        return self.built.graph
+
+    def run(self, leaves: list[Any], infos: list[ArrayInfo | None], stream: Any = None) -> Any:
+        if getattr(_thread, "platform", None) is not self.platform:  # a thread's first
+            self.platform.set_current()
+            _thread.platform = self.platform
+        with self._lock:
+            self._raise_callback_errors()
+            r = self.replayer
+            r.follow_device_inputs(infos)
+            if r.watched and r.follow_watched(infos):
+                self._rebuild()
+            r.free_results()
+            staged = r.stage_host_inputs(infos)
+            s = self.platform.stream(stream)
+            try:
+                self.built.graph.launch(s)
+            except Exception as exc:  # noqa: BLE001
+                raise self._fault(exc, "cuGraphLaunch") from exc
+            if self._needs_sync:
+                try:
+                    s.sync()
+                except Exception as exc:  # noqa: BLE001
+                    raise self._fault(exc, "cuStreamSynchronize") from exc
+                self._raise_callback_errors()
+                r.write_back(staged, leaves)
+            return r.results(leaves)
+
+    def _rebuild(self) -> None:
+        """A watched input changed how it is followed: build and instantiate again on the
+        current addresses; release the old executable once the GPU is idle (its callbacks
+        live in the old definition, kept until then)."""
+        old = self.built
+        self.built = self.builder.build()
+        self.replayer.attach(self.built)
+        self.platform.synchronize()
+        old.graph.close()
+
+    def _guarded(self, fn: Any, node: PlanNode) -> Any:
+        errors = self._callback_errors
+
+        def call() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # noqa: BLE001 - reported after the graph runs
+                errors.append((node, exc))
+        return call
+
+    def _raise_callback_errors(self) -> None:
+        if not self._callback_errors:
+            return
+        node, exc = self._callback_errors.pop(0)
+        self._callback_errors.clear()
+        cuda_call = "cuda" in type(exc).__name__.lower() or "CUDA" in str(exc)
+        raise TracegraphError(
+            f"host callback {node.op.name} raised {type(exc).__name__}: {exc}",
+            where=node.location,
+            fix=("host callbacks must not call CUDA (no launches, copies or synchronization); "
+                 "move that work into the traced function" if cuda_call else
+                 "fix the callback; it runs on a driver thread while the graph is in flight"))
+
+    def _fault(self, exc: BaseException, call: str) -> CudaError:
+        kernels = [f"{n.op.describe()} at {n.location}" for n in self.plan.nodes
+                   if n.kind == "kernel"]
+        shown = "; ".join(kernels[:6]) + (f"; ... ({len(kernels)} kernels)" if len(kernels) > 6
+                                          else "")
+        return CudaError(f"the graph of {self.plan.name} failed on the GPU: {exc}",
+                         error_name=error_name(exc), call=call,
+                         node=f"one of its kernel nodes ({shown})",
+                         fix="an illegal address usually means a kernel indexed out of bounds; "
+                             "run the function with backend='sim' to find which launch, and "
+                             "restart the process (the CUDA context is lost)")
+
+    def driver_dot(self) -> str:
+        """The driver's own DOT dump of this graph (cuGraphDebugDotPrint)."""
+        return self.platform.dot(self.built.gdef)
+
+    def close(self) -> None:
+        graph = self.built.graph if self.built is not None else None
+        if graph is not None and not graph.is_closed:
+            graph.close()
+
+
+def build(plan: Plan, infos: list | None = None) -> CudaExecutable:
+    return CudaExecutable(plan, infos)

@@ -1,0 +1,311 @@
+"""A CPU stand-in for the cuda backend's Platform, so that its build, re-pointing,
+moved-input policy, result ring and write-back run in CI without a GPU
+(TRACEGRAPH_CUDA_PLATFORM=fake, under Numba's simulator).
+
+"Device" memory is host memory. A graph definition records nodes, their parameters and
+edges as cuda.core's does; instantiating snapshots them (so, as with a real executable,
+changing the definition afterwards changes nothing); launching runs the snapshot's nodes
+in a valid order that is not program order (a missing edge shows), kernels on the
+simulator with their arguments rebuilt from the flattened parameters they were given
+(the addresses the backend resolved: a stale pointer reads stale memory). Executable
+updates follow cuda.core's rules (an empty node refuses them). Counters say what the
+backend asked for, so tests can check the cost of a replay.
+"""
+from __future__ import annotations
+
+import ctypes
+import random
+import sys
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from ... import _numba, config
+
+
+class FakeNode:
+    """A node of a fake graph definition, with cuda.core's node-building methods."""
+
+    def __init__(self, graph: FakeGraphDefinition, kind: str, params: dict,
+                 preds: tuple = ()):
+        self.graph, self.kind, self.params = graph, kind, params
+        self.pred: set[FakeNode] = set(preds)
+        self.handle = len(graph.all)
+        graph.all.append(self)
+
+    def _child(self, kind: str, params: dict) -> FakeNode:
+        return FakeNode(self.graph, kind, params, (self,) if isinstance(self, FakeNode) else ())
+
+    def launch(self, config: Any, kernel: Any, *args: Any) -> FakeNode:
+        return self._child("kernel", {"config": config, "kernel": kernel, "args": list(args),
+                                      "cooperative": False})
+
+    def memcpy(self, dst: int, src: int, size: int) -> FakeNode:
+        return self._child("memcpy", {"dst": dst, "src": src, "size": size})
+
+    def memset(self, dst: int, value: int, width: int) -> FakeNode:
+        return self._child("memset", {"dst": dst, "value": value, "width": width})
+
+    def callback(self, fn: Any) -> FakeNode:
+        return self._child("host", {"fn": fn})
+
+    def record(self, event: Any) -> FakeNode:
+        return self._child("event_record", {"event": event})
+
+    def wait(self, event: Any) -> FakeNode:
+        return self._child("event_wait", {"event": event})
+
+    def join(self, *others: FakeNode) -> FakeNode:
+        node = self._child("empty", {})
+        node.pred.update(others)
+        return node
+
+    def embed(self, child: Any) -> FakeNode:
+        return self._child("graph", {"child": child})
+
+
+class FakeGraphDefinition(FakeNode):
+    """The root: nodes made from it have no predecessors."""
+
+    def __init__(self, platform: FakePlatform):
+        self.platform = platform
+        self.all: list[FakeNode] = []
+        self.pred = set()
+
+    def _child(self, kind: str, params: dict) -> FakeNode:
+        return FakeNode(self, kind, params)
+
+    def empty(self) -> FakeNode:
+        return self._child("empty", {})
+
+    def nodes(self) -> list[FakeNode]:
+        return list(self.all)
+
+    def instantiate(self) -> FakeGraph:
+        self.platform.counts["instantiate"] += 1
+        return FakeGraph(self.platform, self)
+
+    def debug_dot_print(self, path: str, options: Any = None) -> None:
+        with open(path, "w") as f:
+            f.write("digraph fake {\n")
+            for n in self.all:
+                f.write(f'  n{n.handle} [label="{n.kind}"];\n')
+                f.writelines(f"  n{p.handle} -> n{n.handle};\n" for p in n.pred)
+            f.write("}\n")
+
+
+class FakeGraph:
+    """An executable: a snapshot of a definition's nodes, parameters and edges."""
+
+    def __init__(self, platform: FakePlatform, gdef: FakeGraphDefinition):
+        self.platform = platform
+        self.handle = id(self)
+        self.is_closed = False
+        self._take(gdef)
+
+    def _take(self, gdef: FakeGraphDefinition) -> None:
+        self.kinds = [n.kind for n in gdef.all]
+        self.params = [_snapshot(n.params) for n in gdef.all]
+        self.preds = [sorted(p.handle for p in n.pred) for n in gdef.all]
+
+    def __getitem__(self, node: FakeNode) -> FakeExecView:
+        if self.kinds[node.handle] == "empty":
+            raise TypeError("EmptyNode does not support executable updates")
+        return FakeExecView(self, node.handle)
+
+    def update(self, gdef: FakeGraphDefinition) -> None:
+        """Whole-graph update: the same topology and node kinds, new parameters."""
+        kinds = [n.kind for n in gdef.all]
+        preds = [sorted(p.handle for p in n.pred) for n in gdef.all]
+        if kinds != self.kinds or preds != self.preds:
+            raise RuntimeError("Graph update failed: CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED")
+        self.platform.counts["graph_update"] += 1
+        self._take(gdef)
+
+    def upload(self, stream: Any) -> None:
+        self.platform.counts["upload"] += 1
+
+    def launch(self, stream: Any) -> None:
+        if self.is_closed:
+            raise RuntimeError("launch of a closed graph")
+        self.platform.counts["launch"] += 1
+        for i in self.platform.order(self.preds):
+            self.platform.run_node(self.kinds[i], self.params[i])
+
+    def close(self) -> None:
+        self.is_closed = True
+
+
+class FakeExecView:
+    """graph[node]: an executable node's parameters, updated in place."""
+
+    def __init__(self, graph: FakeGraph, index: int):
+        self.graph, self.index = graph, index
+
+    def update(self, **params: Any) -> None:
+        kind = self.graph.kinds[self.index]
+        self.graph.platform.counts[f"update_{kind}"] += 1
+        if kind == "kernel":
+            params = {"config": params["config"], "kernel": params["kernel"],
+                      "args": list(params["args"])}
+        elif kind == "memset":
+            params = {"dst": params["dst"], "value": params["value"], "width": params["width"]}
+        self.graph.params[self.index].update(params)
+
+
+class FakeKernelPatch:
+    """cuGraphExecKernelNodeSetParams on our own parameter storage: one driver call."""
+
+    def __init__(self, graph: FakeGraph, node: FakeNode, args: list):
+        self.graph, self.index = graph, node.handle
+
+    def apply(self, slots: list, base: int) -> None:
+        self.graph.platform.counts["kernel_patch"] += 1
+        args = self.graph.params[self.index]["args"]
+        for pos, offset in slots:
+            args[pos] = base + offset
+
+
+class FakeKernel:
+    def __init__(self, kernel: Any, argtypes: tuple):
+        self.kernel, self.argtypes = kernel, argtypes
+
+
+class FakeStream:
+    def sync(self) -> None:
+        pass
+
+
+class FakePlatform:
+    """The Platform of platform.py, on the CPU."""
+
+    def __init__(self) -> None:
+        if not _numba.SIMULATOR:
+            raise RuntimeError("the fake CUDA platform runs under NUMBA_ENABLE_CUDASIM=1")
+        self.counts: Counter[str] = Counter()
+        self._memory: list[np.ndarray] = []
+        seed = config.sim_order_seed()
+        self._rng = random.Random(seed) if seed is not None else None
+
+    # -- what the backend asks for -----------------------------------------------
+    def set_current(self) -> None:
+        pass
+
+    def new_graph(self) -> FakeGraphDefinition:
+        return FakeGraphDefinition(self)
+
+    def compile(self, kernel: Any, argtypes: tuple) -> tuple[Any, bool]:
+        return FakeKernel(kernel, argtypes), _numba.uses_grid_sync(kernel)
+
+    def launch_config(self, grid: tuple, block: tuple, sharedmem: int) -> Any:
+        return (grid, block, sharedmem)
+
+    def alloc_device(self, nbytes: int) -> np.ndarray:
+        self.counts["alloc_device"] += 1
+        return np.full(max(nbytes, 1), 0xFF, np.uint8)  # poisoned, as sim's memory
+
+    def alloc_pinned(self, nbytes: int) -> np.ndarray:
+        self.counts["alloc_pinned"] += 1
+        return np.full(max(nbytes, 1), 0xFF, np.uint8)
+
+    def address(self, owner: Any) -> int:
+        return int(owner.ctypes.data)
+
+    def holders(self, owner: Any) -> int:
+        return sys.getrefcount(owner)
+
+    def device_view(self, owner: Any, offset: int, shape: tuple, strides: tuple,
+                    dtype: np.dtype) -> Any:
+        host = np.ndarray(shape, dtype, buffer=owner, offset=offset, strides=strides)
+        return _numba.simulator_array(host)
+
+    def stream(self, user_stream: Any) -> FakeStream:
+        return FakeStream()
+
+    def synchronize(self) -> None:
+        self.counts["synchronize"] += 1
+
+    def is_pinned(self, address: int, nbytes: int) -> bool:
+        return False  # the caller's NumPy memory is pageable here: staged
+
+    def kernel_patch(self, graph: FakeGraph, node: FakeNode, args: list) -> FakeKernelPatch:
+        return FakeKernelPatch(graph, node, args)
+
+    def new_event(self) -> Any:
+        return object()
+
+    def set_event(self, node: FakeNode, record: bool, event: Any) -> None:
+        node.params["event"] = event
+
+    def set_cooperative(self, node: FakeNode) -> None:
+        node.params["cooperative"] = True
+
+    def dot(self, gdef: FakeGraphDefinition) -> str:
+        import os
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "g.dot")
+            gdef.debug_dot_print(path)
+            with open(path) as f:
+                return f.read()
+
+    # -- running ------------------------------------------------------------------
+    def order(self, preds: list[list[int]]) -> list[int]:
+        """A valid order: random under TRACEGRAPH_SIM_ORDER, else always the most
+        recently readied node first (not program order, so a missing edge shows)."""
+        waiting = [len(p) for p in preds]
+        users: list[list[int]] = [[] for _ in preds]
+        for i, p in enumerate(preds):
+            for d in p:
+                users[d].append(i)
+        ready = [i for i, w in enumerate(waiting) if w == 0]
+        out = []
+        while ready:
+            i = ready.pop(self._rng.randrange(len(ready)) if self._rng else -1)
+            out.append(i)
+            for u in users[i]:
+                waiting[u] -= 1
+                if waiting[u] == 0:
+                    ready.append(u)
+        return out
+
+    def run_node(self, kind: str, p: dict) -> None:
+        if kind == "kernel":
+            kernel = p["kernel"]
+            grid, block, sharedmem = p["config"]
+            args = _numba.unflatten_params(kernel.argtypes, p["args"], _array_at)
+            args = [_numba.simulator_scalar(t, a) for t, a in zip(kernel.argtypes, args)]
+            _numba.run_simulated(kernel.kernel, grid, block, sharedmem, args)
+        elif kind == "memcpy":
+            ctypes.memmove(p["dst"], p["src"], p["size"])
+        elif kind == "memset":
+            ctypes.memset(p["dst"], p["value"], p["width"])
+        elif kind == "host":
+            with _numba.in_host_callback():
+                p["fn"]()
+        elif kind == "graph":
+            p["child"].launch(None)
+
+
+def _snapshot(params: dict) -> dict:
+    out = dict(params)
+    if "args" in out:
+        out["args"] = list(out["args"])
+    return out
+
+
+def _array_at(address: int, shape: tuple, strides: tuple, dtype: np.dtype,
+              readonly: bool = False) -> Any:
+    """A simulator array over host memory at `address` (element 0) with these strides."""
+    if 0 in shape:
+        return _numba.simulator_array(np.empty(shape, dtype))
+    lo = hi = 0
+    for n, s in zip(shape, strides):
+        step = (n - 1) * s
+        lo, hi = (lo + step, hi) if step < 0 else (lo, hi + step)
+    span = (ctypes.c_uint8 * (hi - lo + dtype.itemsize)).from_address(address + lo)
+    host = np.ndarray(shape, dtype, buffer=span, offset=-lo, strides=strides)
+    if readonly:  # compiled for a read-only array: a store fails, as Numba's typing does
+        host.flags.writeable = False
+    return _numba.simulator_array(host)

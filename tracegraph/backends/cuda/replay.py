@@ -1,0 +1,185 @@
+"""One replay of an instantiated graph, in named steps: follow the caller's device arrays
+(re-point the nodes that use a moved one, or only its in-graph copy), move results the
+caller still holds out of the way, stage NumPy inputs and held host data, launch, and for
+NumPy results synchronize, copy written inputs back element by element and hand out views
+of pinned memory. Everything that does not depend on the call is precomputed."""
+from __future__ import annotations
+
+import ctypes
+import logging
+from typing import Any
+
+import numpy as np
+
+from ... import pytree
+from ...errors import CudaError
+from ...ir import OpKind, OutputKind
+from ...plan import HostInput, Plan, ReplayTable
+from ..sim import host_constant_bytes
+from .build import BuiltGraph, label
+from .memory import GraphMemory
+from .moved_inputs import WatchedInput
+from .platform import error_name
+
+log = logging.getLogger("tracegraph.backends.cuda")
+
+
+class Replayer:
+    def __init__(self, plan: Plan, table: ReplayTable, memory: GraphMemory, platform: Any,
+                 watch: dict[int, WatchedInput]):
+        self.plan, self.table, self.memory, self.platform = plan, table, memory, platform
+        self.watch = watch
+        self.device_inputs = [(d.leaf, d.buffer, d.offset) for d in table.device_inputs
+                              if d.buffer not in watch]
+        self.watched = [(d.leaf, d.buffer, d.offset, watch[d.buffer])
+                        for d in table.device_inputs if d.buffer in watch]
+        self.constants = [(memory.allocation(b), plan.buffers[b]) for b in table.constants]
+        # buffer -> node -> [(parameter position or "dst"/"src", offset)]
+        self.slots: dict[int, dict[int, list]] = {}
+        for buffer, places in plan.pointer_slots.items():
+            for node, pos, offset in places:
+                self.slots.setdefault(buffer, {}).setdefault(node, []).append((pos, offset))
+        self.built: BuiltGraph | None = None
+
+    def attach(self, built: BuiltGraph) -> None:
+        """Replay this (new) graph: forget what was cached about the old one."""
+        self.built = built
+        self._views: dict[int, Any] = {}
+        self._patches: dict[int, Any] = {}
+
+    # -- the steps ------------------------------------------------------------------
+    def follow_device_inputs(self, infos: list) -> None:
+        base = self.memory.base
+        for leaf, buffer, offset in self.device_inputs:
+            address = infos[leaf].ptr - offset
+            if base[buffer] != address:
+                self.repoint(buffer, address)
+
+    def follow_watched(self, infos: list) -> bool:
+        """Moved watched inputs: True when a policy switched way (the graph must be rebuilt
+        on the new addresses); otherwise their users, or only their copies, re-pointed."""
+        base = self.memory.base
+        moved, switch = [], False
+        for leaf, buffer, offset, w in self.watched:
+            address = infos[leaf].ptr - offset
+            changed = base[buffer] != address
+            if w.policy is not None and (changed or not w.policy.idle) and \
+                    w.policy.observe(changed):
+                switch = True
+                log.info("%s: input %s now follows moves by %s (move rate %.2f); rebuilding "
+                         "the graph", self.plan.name, self.plan.buffers[buffer].name, w.mode,
+                         w.policy.rate)
+            if changed:
+                base[buffer] = address
+                moved.append(w)
+        if switch:
+            return True
+        for w in moved:
+            if w.mode == "copy":
+                self._point_copies(w)
+            else:
+                self.repoint(w.buffer, base[w.buffer])
+        return False
+
+    def free_results(self) -> None:
+        for buffer in self.table.results:
+            address = self.memory.free_result(buffer)
+            if address is not None:
+                self.repoint(buffer, address)
+
+    def stage_host_inputs(self, infos: list) -> list[HostInput]:
+        """Copy pageable NumPy inputs into pinned staging; let the graph's copies use
+        page-locked ones directly. Returns the staged ones (to write back)."""
+        base, staged = self.memory.base, []
+        for h in self.table.host_inputs:
+            address = infos[h.leaf].ptr - h.offset
+            if h.direct and self.platform.is_pinned(address, h.nbytes):
+                if base[h.staging] != address:
+                    self.repoint(h.staging, address)
+                continue
+            own = self.memory.own_staging[h.staging]
+            if base[h.staging] != own:
+                self.repoint(h.staging, own)
+            ctypes.memmove(own, address, h.nbytes)
+            staged.append(h)
+        for owner, buffer in self.constants:
+            owner[:buffer.nbytes] = host_constant_bytes(buffer)
+        return staged
+
+    def write_back(self, staged: list[HostInput], leaves: list) -> None:
+        """Each written NumPy leaf's own elements, from staging into the caller's array."""
+        for h in staged:
+            owner = self.memory.allocation(h.staging)
+            for leaf, view in h.write_back:
+                leaves[leaf][...] = np.ndarray(view.shape, view.dtype, buffer=owner,
+                                               offset=view.offset, strides=view.strides)
+
+    def results(self, leaves: list) -> Any:
+        single = self.table.single_output
+        if single is not None:
+            return self._output(single, leaves)
+        return pytree.unflatten(self.plan.output_tree,
+                                [self._output(o, leaves) for o in self.plan.outputs])
+
+    def _output(self, out: Any, leaves: list) -> Any:
+        if out.kind == OutputKind.STATIC:
+            return out.value
+        if out.kind == OutputKind.INPUT:
+            return leaves[out.input_index]
+        return self.memory.result(out.view, host=out.kind == OutputKind.HOST)
+
+    # -- re-pointing ------------------------------------------------------------------
+    def repoint(self, buffer: int, base: int) -> None:
+        self.memory.base[buffer] = base
+        for node, slots in self.slots.get(buffer, {}).items():
+            self._patch(node, buffer, base, slots)
+
+    def _patch(self, index: int, buffer: int, base: int, slots: list) -> None:
+        built = self.built
+        node = self.plan.nodes[index]
+        try:
+            if node.kind == OpKind.KERNEL:
+                args = built.args[index]
+                for pos, offset in slots:
+                    args[pos] = base + offset
+                patch = self._patches.get(index)
+                if patch is None:
+                    patch = self._patches[index] = self.platform.kernel_patch(
+                        built.graph, built.nodes[index], args)
+                patch.apply(slots, base)
+            elif node.kind == OpKind.MEMCPY:
+                copy = built.copies[index]
+                dst, src = node.op.data.dst, node.op.data.src
+                if dst.buffer == buffer:
+                    copy[0] = base + dst.offset
+                if src.buffer == buffer:
+                    copy[1] = base + src.offset
+                if copy[2]:  # a 0-byte copy is an empty node, which takes no update
+                    self._view(index).update(dst=copy[0], src=copy[1], size=copy[2])
+            elif node.kind == OpKind.MEMSET:
+                fill = node.op.data
+                self._view(index).update(dst=base + fill.dst.offset,
+                                         value=int(fill.value) & 0xFF, width=node.nbytes)
+        except Exception as exc:  # noqa: BLE001
+            raise CudaError(f"re-pointing a graph node failed: {exc}", error_name=error_name(exc),
+                            call="cuGraphExec*NodeSetParams", node=label(node),
+                            where=node.location) from exc
+
+    def _view(self, index: int) -> Any:
+        view = self._views.get(index)
+        if view is None:
+            view = self._views[index] = self.built.graph[self.built.nodes[index]]
+        return view
+
+    def _point_copies(self, w: WatchedInput) -> None:
+        caller = self.memory.base[w.buffer]
+        graph = self.built.graph
+        try:
+            graph[w.copy_in].update(dst=w.address, src=caller, size=w.nbytes)
+            if w.copy_out is not None:
+                graph[w.copy_out].update(dst=caller, src=w.address, size=w.nbytes)
+        except Exception as exc:  # noqa: BLE001
+            name = self.plan.buffers[w.buffer].name
+            raise CudaError(f"re-pointing the in-graph copy of input {name} failed: {exc}",
+                            error_name=error_name(exc),
+                            call="cuGraphExecMemcpyNodeSetParams") from exc
