@@ -16,6 +16,7 @@ SCRIPT = textwrap.dedent(r"""
     from numba import cuda
     from tracegraph import _numba
     from tracegraph.ir import View
+    from tracegraph.plan import CScalar, Ptr
 
     @cuda.jit
     def k1(x, a, out):
@@ -46,13 +47,13 @@ SCRIPT = textwrap.dedent(r"""
             return _numba.scalar_type(a)
         argtypes = tuple(ty(a) for a in args)
         params = _numba.flatten_params(argtypes, args, lambda v: (
-            v.size, v.itemsize, _numba.Ptr(v.buffer, v.offset), v.shape, v.strides))
+            v.size, v.itemsize, Ptr(v.buffer, v.offset), v.shape, v.strides))
         ptx = _numba.ptx_for(kernel, argtypes, cc=(9, 0))
         entry = re.search(r"\.entry\s+\S+\s*\((.*?)\)", ptx, re.S).group(1)
         widths = [int(w) for w in re.findall(r"\.param\s+\.[bsuf](\d+)", entry)]
         mine = []
         for p in params:
-            if isinstance(p, _numba.CScalar):
+            if isinstance(p, CScalar):
                 import ctypes
                 mine.append(8 * ctypes.sizeof(getattr(ctypes, p.ctype)))
             elif isinstance(p, bool):

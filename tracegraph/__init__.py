@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from . import ops
 from .api import CompiledFunction, compile
-from .errors import (CudaError, LoweringError, SignatureError, TraceError, TracegraphError,
-                     VerifyError)
+from .errors import (
+                     CudaError,
+                     LoweringError,
+                     SignatureError,
+                     TraceError,
+                     TracegraphError,
+                     VerifyError,
+)
 from .ir import Program, verify
 from .lower import Plan
-from .trace import (Array, access, callback, empty, empty_like, record, wait, zeros,
-                    zeros_like)
+from .trace import Array, access, callback, empty, empty_like, record, wait, zeros, zeros_like
 from .visualize import visualize
 
 __version__ = "0.1.0"

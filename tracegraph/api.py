@@ -6,8 +6,9 @@ import inspect
 import logging
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from . import _numba, backends, config
 from .errors import SignatureError, TraceError
@@ -135,7 +136,7 @@ class CompiledFunction:
         pairs = aliased_inputs(entry.program.buffers, list(entry.program.inputs), call.infos)
         if pairs == entry.program.aliased_inputs:
             return entry
-        key = call.key + (("captured overlap", tuple(sorted(pairs))),)
+        key = (*call.key, ("captured overlap", tuple(sorted(pairs))))
         variant = self._cache.get(key)
         if variant is None and compile_missing:
             log.info("%s: a device input now overlaps a captured array; compiling for that",
@@ -229,7 +230,7 @@ def _distance(a: tuple, b: tuple) -> int:
     return sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b)) * 10
 
 
-def compile(fn: Callable | None = None, *, backend: str = "auto") -> Any:  # noqa: A001
+def compile(fn: Callable | None = None, *, backend: str = "auto") -> Any:
     """Decorator: `@tg.compile` or `@tg.compile(backend="sim")`."""
     config.configure_logging()
     if fn is None:

@@ -12,8 +12,18 @@ import ctypes
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ir import (Buffer, BufferKind, InputKind, InputLeaf, Op, OpKind, OutputKind, OutputLeaf,
-                 Program, View)
+from .ir import (
+    Buffer,
+    BufferKind,
+    InputKind,
+    InputLeaf,
+    Op,
+    OpKind,
+    OutputKind,
+    OutputLeaf,
+    Program,
+    View,
+)
 
 
 @dataclass(frozen=True, slots=True)

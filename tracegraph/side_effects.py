@@ -13,7 +13,8 @@ import collections
 import dis
 import types
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "add",
                        "discard", "update", "setdefault", "popitem", "appendleft",

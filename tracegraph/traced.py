@@ -5,7 +5,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-
 from .errors import TraceError
 from .ir import View, contiguous_strides
 from .location import user_location
@@ -24,7 +23,7 @@ _READ_FIX = ("tracing records launches without running them; return the array fr
 class Array:
     """A device array inside a traced function: shape and dtype, but no data yet."""
 
-    __slots__ = ("_tracer", "_view", "__weakref__")
+    __slots__ = ("__weakref__", "_tracer", "_view")
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         """NumPy ufuncs on traced arrays (np.exp(x), np.float32(2) * x) are tracegraph.ops
@@ -47,7 +46,7 @@ class Array:
                       "tracing (np.asarray)", f"use tracegraph.ops (tg.ops.{func.__name__} "
                       f"where it exists) inside the traced function, or {_READ_FIX}")
 
-    def __init__(self, tracer: "Tracer", view: View):
+    def __init__(self, tracer: Tracer, view: View):
         self._tracer = tracer
         self._view = view
 
@@ -69,12 +68,12 @@ class Array:
         return f"tg.Array(shape={self.shape}, dtype={self.dtype})"
 
     @property
-    def T(self) -> "Array":
+    def T(self) -> Array:
         v = self._view
         return Array(self._tracer, View(v.buffer, v.offset, v.shape[::-1], v.strides[::-1], v.dtype,
                                         v.readonly))
 
-    def __getitem__(self, key: Any) -> "Array":
+    def __getitem__(self, key: Any) -> Array:
         return Array(self._tracer, _index_view(self._view, key))
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -89,7 +88,7 @@ class Array:
         raise _refuse("copy_to_host() of a traced array reads device data while tracing",
                       _READ_FIX)
 
-    def copy_to_device(self, ary: Any, stream: Any = 0) -> None:
+    def copy_to_device(self, ary: Any, stream: Any = 0) -> None:  # noqa: ARG002
         """Copy host data (again on every replay, as eagerly on every call) or another
         device array into this array."""
         where = user_location(2)
@@ -130,7 +129,7 @@ class Array:
                       "inside a traced function, pass traced arrays only to Numba kernels "
                       "and tg.ops")
 
-    def reshape(self, *shape: Any) -> "Array":
+    def reshape(self, *shape: Any) -> Array:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         v = self._view

@@ -16,7 +16,7 @@ _SHAPES = {"kernel": "box", "memcpy": "cds", "memset": "note", "event_record": "
            "event_wait": "house", "host": "ellipse"}
 
 
-def visualize(target: Any, *args: Any, format: str = "dot", path: str | None = None,  # noqa: A002
+def visualize(target: Any, *args: Any, format: str = "dot", path: str | None = None,
               source: str = "ir", **kwargs: Any) -> str | bytes:
     """Draw a compiled function's graph, a Program or a Plan.
 
@@ -43,7 +43,8 @@ def visualize(target: Any, *args: Any, format: str = "dot", path: str | None = N
         raise TracegraphError(f"rendering {format} needs Graphviz's `dot` program, which was "
                               f"not found ({exc})",
                               fix="install Graphviz (apt-get install graphviz, brew install "
-                                  "graphviz or conda install graphviz), or use format='dot'") from None
+                                  "graphviz or conda install graphviz), or use format='dot'"
+                              ) from None
     if path:
         with open(path, "wb") as f:
             f.write(data)

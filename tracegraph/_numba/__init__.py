@@ -10,19 +10,49 @@
 """
 from __future__ import annotations
 
-from .access import (GlobalRef, KernelAccess, infer_kernel_access, infer_param_access,
-                     unknown_globals)
-from .devicearrays import (allocation_refs, device_address, device_bytes, device_view,
-                           is_device_array_type, is_simulated_device_array,
-                           is_simulated_device_array_type, simulated_device_array_host,
-                           to_device)
+from .access import (
+    GlobalRef,
+    KernelAccess,
+    infer_kernel_access,
+    infer_param_access,
+    unknown_globals,
+)
+from .devicearrays import (
+    allocation_refs,
+    device_address,
+    device_bytes,
+    device_view,
+    is_device_array_type,
+    is_simulated_device_array,
+    is_simulated_device_array_type,
+    simulated_device_array_host,
+    to_device,
+)
 from .hooks import current_tracer, in_host_callback, install_hooks, set_tracer
-from .kernels import (SIMULATOR, is_device_function, is_kernel, kernel_extensions,
-                      kernel_is_debug, kernel_name, kernel_py_func, uses_grid_sync)
-from .layout import (CScalar, Ptr, array_type, compiled_kernel, dtype_problem, flatten_params,
-                     layout_of, ptx_for, record_simulator_signatures, scalar_type,
-                     select_overload, simulator_scalar, tuple_type,
-                     unflatten_params)
+from .kernels import (
+    SIMULATOR,
+    is_device_function,
+    is_kernel,
+    kernel_extensions,
+    kernel_is_debug,
+    kernel_name,
+    kernel_py_func,
+    uses_grid_sync,
+)
+from .layout import (
+    array_type,
+    compiled_kernel,
+    dtype_problem,
+    flatten_params,
+    layout_of,
+    ptx_for,
+    record_simulator_signatures,
+    scalar_type,
+    select_overload,
+    simulator_scalar,
+    tuple_type,
+    unflatten_params,
+)
 from .simulate import run_simulated, simulator_array, simulator_kernel, simulator_lock
 
 if SIMULATOR:
@@ -30,12 +60,45 @@ if SIMULATOR:
 install_hooks()  # inert until a tracer is active on a thread
 
 __all__ = [
-    "SIMULATOR", "CScalar", "GlobalRef", "KernelAccess", "Ptr", "dtype_problem",
-    "infer_kernel_access", "is_device_function", "kernel_extensions", "select_overload", "simulator_scalar", "unflatten_params", "unknown_globals", "allocation_refs", "array_type", "compiled_kernel",
-    "current_tracer", "in_host_callback", "device_address", "device_bytes", "device_view", "flatten_params",
-    "infer_param_access", "install_hooks", "is_device_array_type", "is_kernel",
-    "is_simulated_device_array", "is_simulated_device_array_type", "kernel_is_debug",
-    "kernel_name", "kernel_py_func", "layout_of", "ptx_for", "run_simulated", "scalar_type",
-    "set_tracer", "simulated_device_array_host", "simulator_array", "simulator_kernel",
-    "simulator_lock", "to_device", "tuple_type", "uses_grid_sync",
+    "SIMULATOR",
+    "GlobalRef",
+    "KernelAccess",
+    "allocation_refs",
+    "array_type",
+    "compiled_kernel",
+    "current_tracer",
+    "device_address",
+    "device_bytes",
+    "device_view",
+    "dtype_problem",
+    "flatten_params",
+    "in_host_callback",
+    "infer_kernel_access",
+    "infer_param_access",
+    "install_hooks",
+    "is_device_array_type",
+    "is_device_function",
+    "is_kernel",
+    "is_simulated_device_array",
+    "is_simulated_device_array_type",
+    "kernel_extensions",
+    "kernel_is_debug",
+    "kernel_name",
+    "kernel_py_func",
+    "layout_of",
+    "ptx_for",
+    "run_simulated",
+    "scalar_type",
+    "select_overload",
+    "set_tracer",
+    "simulated_device_array_host",
+    "simulator_array",
+    "simulator_kernel",
+    "simulator_lock",
+    "simulator_scalar",
+    "to_device",
+    "tuple_type",
+    "unflatten_params",
+    "unknown_globals",
+    "uses_grid_sync",
 ]

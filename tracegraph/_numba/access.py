@@ -10,8 +10,9 @@ from __future__ import annotations
 import inspect
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .kernels import is_device_function, kernel_py_func
 
@@ -101,7 +102,7 @@ def _infer_launch(func: Callable, ndims: tuple[int | None, ...], records: frozen
         return _infer(func, ndims, records, active)
     rest = ndims[nfixed:]
     star = -1 if any(r is not None for r in rest) else None
-    inner = _infer(func, ndims[:nfixed] + (star,),
+    inner = _infer(func, (*ndims[:nfixed], star),
                    frozenset(r for r in records if r < nfixed), active)
     star_mode = inner.params[nfixed] if len(inner.params) > nfixed else "rw"
     params = inner.params[:nfixed] + tuple(star_mode if r is not None else "" for r in rest)
@@ -322,7 +323,7 @@ class _AccessInference:
             self.alias.setdefault(target, set()).update(self.alias.get(base, ()))
         elif base in self.globals:
             value, path = self.globals[base]
-            self._global(target, getattr(value, e.attr, None), path + (e.attr,) if path else ())
+            self._global(target, getattr(value, e.attr, None), (*path, e.attr) if path else ())
         elif any(rank == 0 for _, rank in self.alias.get(base, ())):
             # a field of a record element: a value, or an array field stores can go into
             for p, _ in self.alias.get(base, ()):
@@ -370,7 +371,7 @@ class _AccessInference:
         try:
             inner = _infer_launch(kernel_py_func(fn), tuple(ranks), frozenset(records),
                                   self.active)
-        except Exception:  # noqa: BLE001 - unreadable callee: be conservative
+        except Exception:
             for a in args:
                 self._escape(a)
             self._escape_globals_of(fn)

@@ -8,6 +8,7 @@ from numba import cuda
 
 from .kernels import _SimDeviceArray
 
+
 def is_simulated_device_array_type(t: type) -> bool:
     return _SimDeviceArray is not None and issubclass(t, _SimDeviceArray)
 

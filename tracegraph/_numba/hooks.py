@@ -16,7 +16,7 @@ def current_tracer() -> Any:
     return getattr(_thread, "tracer", None)
 
 
-class in_host_callback:  # noqa: N801 - a context manager, used like a function
+class in_host_callback:
     """While the sim backend runs a tg.callback: any CUDA call from it is refused, as the
     driver refuses it inside a graph's host node."""
 
@@ -113,7 +113,7 @@ def _stream_given(stream: Any) -> bool:
         return False
     try:
         return int(getattr(stream, "handle", 1) or 0) != 0
-    except Exception:  # noqa: BLE001 - an exotic stream object: it was given
+    except Exception:
         return True
 
 
@@ -149,7 +149,7 @@ def _install_simulator_hooks() -> None:
         tracer = current_tracer()
         if ntasks == 0 and tracer is not None:
             tracer.launches += 1  # a launch, of nothing, as numba-cuda does it
-            return lambda *args: None
+            return lambda *args: None  # noqa: ARG005 - Numba's own signature
         return original_forall(self, ntasks, tpb, stream, sharedmem)
 
     k.FakeCUDAKernel.__call__ = call
@@ -211,14 +211,14 @@ def _refuse(what: str, fix: str) -> Exception:
 
 
 def _device_array(tracer: Any, shape: Any, dtype: Any = float, strides: Any = None,
-                  order: str = "C", stream: Any = 0) -> Any:
+                  order: str = "C", stream: Any = 0) -> Any:  # noqa: ARG001 - Numba's own signature
     if strides is not None:
         raise _refuse("cuda.device_array() with explicit strides inside a traced function",
                       "use a C- or F-ordered array (tg.empty), or make it outside")
     return tracer.device_array(shape, dtype, order)
 
 
-def _device_array_like(tracer: Any, ary: Any, stream: Any = 0) -> Any:
+def _device_array_like(tracer: Any, ary: Any, stream: Any = 0) -> Any:  # noqa: ARG001
     import numpy as np
     strides = tuple(getattr(ary, "strides", ()))
     shape, dtype = tuple(ary.shape), np.dtype(ary.dtype)
@@ -234,7 +234,7 @@ def _f_strides(shape: tuple, itemsize: int) -> tuple:
     return tuple(out)
 
 
-def _to_device(tracer: Any, obj: Any, stream: Any = 0, copy: bool = True, to: Any = None) -> Any:
+def _to_device(tracer: Any, obj: Any, stream: Any = 0, copy: bool = True, to: Any = None) -> Any:  # noqa: ARG001
     where = _where()
     if to is None:
         return tracer.host_to_device(obj, None, where)
@@ -247,7 +247,7 @@ def _to_device(tracer: Any, obj: Any, stream: Any = 0, copy: bool = True, to: An
 
 
 def _refuse_host_allocation(name: str) -> Any:
-    def traced(tracer: Any, *args: Any, **kwargs: Any) -> Any:
+    def traced(tracer: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: ARG001
         raise _refuse(f"cuda.{name}() allocates host memory, which a CUDA graph cannot own",
                       "allocate it outside the traced function and pass it in, or use "
                       "tg.empty for device memory")
@@ -345,7 +345,7 @@ def _guarded_read(original: Any, name: str) -> Any:
     return method
 
 
-def _guarded_write(original: Any, name: str) -> Any:
+def _guarded_write(original: Any, name: str) -> Any:  # noqa: ARG001 - Numba's own signature
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         if current_tracer() is not None:
             raise _refuse("assigning into a device array on the host inside a traced "

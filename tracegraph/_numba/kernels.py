@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import types as pytypes
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from numba.cuda import config as _cuda_config
 
 SIMULATOR = bool(_cuda_config.ENABLE_CUDASIM)
 
 if SIMULATOR:
-    from numba.cuda.simulator.kernel import FakeCUDAKernel as _KernelType
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray as _SimDeviceArray
+    from numba.cuda.simulator.kernel import FakeCUDAKernel as _KernelType
 else:
     from numba.cuda.dispatcher import CUDADispatcher as _KernelType
     _SimDeviceArray = None
@@ -46,7 +47,7 @@ def uses_grid_sync(kernel: Any) -> bool:
     return found
 
 
-_grid_sync: "weakref.WeakKeyDictionary[Callable, bool]" = weakref.WeakKeyDictionary()
+_grid_sync: weakref.WeakKeyDictionary[Callable, bool] = weakref.WeakKeyDictionary()
 
 
 def _uses_grid_sync(func: Callable, seen: set) -> bool:

@@ -2,12 +2,12 @@
 parent, nitems, itemsize, data, shape..., strides...), and the compiled overload."""
 from __future__ import annotations
 
-import ctypes
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from ..plan import CScalar, Ptr
+from ..plan import CScalar
 from .kernels import kernel_py_func
 
 _array_types: dict[tuple, Any] = {}
@@ -30,7 +30,7 @@ def dtype_problem(dtype: np.dtype) -> str | None:
     try:
         from numba import from_dtype
         from_dtype(dtype)
-    except Exception:  # noqa: BLE001 - Numba's error text carries terminal colours
+    except Exception:
         return "Numba has no type for it"
     return None
 
@@ -64,7 +64,7 @@ def scalar_type(value: Any) -> Any:
     from numba import typeof, types
     try:
         ty = typeof(value)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
     if isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean,
                        types.NPDatetime, types.NPTimedelta, types.EnumMember)):
@@ -232,7 +232,7 @@ def _parse_signatures(spec: Any) -> list:
     for one in specs:
         try:
             args, ret = sigutils.normalize_signature(one)
-        except Exception:  # noqa: BLE001 - not a signature Numba understands: typeof rules
+        except Exception:
             return []
         out.append(typing.signature(ret, *args))
     return out

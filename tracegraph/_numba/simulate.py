@@ -7,13 +7,14 @@ import sys
 import threading
 import types as pytypes
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from .kernels import SIMULATOR, _KernelType, is_device_function, referenced_names
 
-_sim_kernels: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+_sim_kernels: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _sim_lock = threading.RLock()
 # the globals and closure cells of every clone, where captured device arrays are swapped
 # for simulator arrays during a launch

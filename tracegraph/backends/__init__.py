@@ -26,7 +26,7 @@ def gpu_usable() -> bool:
     try:
         from numba import cuda
         return bool(cuda.is_available())
-    except Exception:  # noqa: BLE001 - no driver, no toolkit: no GPU
+    except Exception:
         return False
 
 

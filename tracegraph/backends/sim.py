@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from .. import _numba, pytree
-from ..signature.arguments import ArrayInfo, describe
 from ..errors import LoweringError, TracegraphError
 from ..ir import DEVICE_INPUT, EXTERNAL, HOST_CONSTANT, HOST_INPUT, STAGING, TEMP, View
 from ..plan import Plan, input_bases, replay_table
+from ..signature.arguments import ArrayInfo, describe
 
 log = logging.getLogger("tracegraph.backends.sim")
 
@@ -79,7 +79,7 @@ class SimExecutable:
         self.table = replay_table(plan)
         self._lock = threading.Lock()
 
-    def run(self, leaves: list[Any], infos: list[ArrayInfo | None], stream: Any = None) -> Any:
+    def run(self, leaves: list[Any], infos: list[ArrayInfo | None], stream: Any = None) -> Any:  # noqa: ARG002
         with self._lock:
             return self._run(leaves, infos)
 

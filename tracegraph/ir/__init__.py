@@ -5,8 +5,15 @@ carries `op=ops[i]`, each edge `hazard`)."""
 from __future__ import annotations
 
 from .kinds import HAZARDS, BufferKind, CopyRole, InputKind, OpKind, OutputKind
-from .memory import (UNBOUNDED, Access, Buffer, View, contiguous_strides, memory_regions,
-                     region_access)
+from .memory import (
+                     UNBOUNDED,
+                     Access,
+                     Buffer,
+                     View,
+                     contiguous_strides,
+                     memory_regions,
+                     region_access,
+)
 from .ops import Copy, EventUse, Fill, HostCall, Launch, Op, OpData
 from .program import InputLeaf, OutputLeaf, Program, op_graph, verify
 

@@ -89,7 +89,7 @@ class Access:
     def writes(self) -> bool:
         return "w" in self.mode
 
-    def overlaps(self, other: "Access") -> bool:
+    def overlaps(self, other: Access) -> bool:
         """Some byte is in both (an empty range overlaps nothing)."""
         return (self.buffer == other.buffer and max(self.start, other.start)
                 < min(self.stop, other.stop))
@@ -98,8 +98,8 @@ class Access:
 UNBOUNDED = 1 << 62  # the stop of an access to memory whose offset is not known
 
 
-def memory_regions(buffers: tuple[Buffer, ...],
-                   aliased_inputs: frozenset[tuple[int, int]] = frozenset()) -> dict[int, tuple[int, int, bool]]:
+def memory_regions(buffers: tuple[Buffer, ...], aliased_inputs: frozenset[tuple[int, int]]
+                   = frozenset()) -> dict[int, tuple[int, int, bool]]:
     """buffer -> (region, delta, whole) for buffers that share memory with other buffers.
 
     Captured arrays sit at fixed addresses, so those whose bytes overlap are one region

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from .kinds import CopyRole, OpKind
 from .memory import Access, View
@@ -46,7 +46,7 @@ class HostCall:
     fn: Any = field(compare=False)
 
 
-OpData = Union[Launch, Copy, Fill, EventUse, HostCall]
+OpData = Launch | Copy | Fill | EventUse | HostCall
 
 
 @dataclass(frozen=True, slots=True)

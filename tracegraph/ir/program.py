@@ -64,7 +64,7 @@ class Program:
     # call: ordered conservatively (api.py compiles again if the overlap changes)
     aliased_inputs: frozenset[tuple[int, int]] = frozenset()
 
-    def replace(self, **changes: Any) -> "Program":
+    def replace(self, **changes: Any) -> Program:
         fields = {f: getattr(self, f) for f in self.__dataclass_fields__}
         fields.update(changes)
         return Program(**fields)
@@ -138,7 +138,8 @@ def _check_order(program: Program) -> None:
                 raise VerifyError(f"barrier node {i} or {j} is not ordered with the other")
             for a in accesses[i]:
                 for b in accesses[j]:
-                    if a.overlaps(b) and (a.writes or b.writes) and a.stop > a.start and b.stop > b.start:
+                    if a.overlaps(b) and (a.writes or b.writes) and a.stop > a.start \
+                            and b.stop > b.start:
                         raise VerifyError(
                             f"nodes {i} ({earlier.describe()}, {earlier.location}) and {j} "
                             f"({later.describe()}, {later.location}) touch bytes "

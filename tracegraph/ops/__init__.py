@@ -11,6 +11,7 @@ the optional `out=`. `tg.Array` operators (+ - * / @, unary -, abs, < <= > >=) c
 - linear algebra and nn: matmul softmax log_softmax layer_norm
 - layout and filling: transpose reshape broadcast_to fill full full_like ones_like
 """
+from .. import traced as _traced
 from .elementwise import (
     abs,
     absolute,
@@ -38,7 +39,6 @@ from .elementwise import (
     tanh,
     where,
 )
-from .. import traced as _traced
 from .matmul import matmul
 from .nn import layer_norm, log_softmax, softmax
 from .reduce import amax, amin, max, mean, min, sum

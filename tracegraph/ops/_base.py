@@ -8,18 +8,18 @@ elementwise kernels see all operands as 4-D views of the output's shape after
 from __future__ import annotations
 
 import linecache
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from numba import cuda
 
 from .. import _numba
-from ..traced import Array, like, tracer_of, view_of
 from ..errors import TraceError
 from ..ir import View
 from ..location import user_location
 from ..trace import empty
+from ..traced import Array, like, tracer_of, view_of
 
 SIMULATOR = _numba.SIMULATOR
 RANK = 4                    # elementwise kernels see every operand as a 4-D view
@@ -29,7 +29,7 @@ BOOL = np.dtype(np.bool_)
 INTS = (np.dtype(np.int32), np.dtype(np.int64))
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 NUMERIC = INTS + FLOATS
-SUPPORTED = (BOOL,) + NUMERIC
+SUPPORTED = (BOOL, *NUMERIC)
 _NAMES = "bool, int32, int64, float32 and float64"
 
 
@@ -80,8 +80,7 @@ def scalar_of(value: Any, dtype: np.dtype) -> Any:
     return np.dtype(dtype).type(value)
 
 
-def out_array(op: str, out: Any, shape: tuple[int, ...], dtype: np.dtype,
-              inputs: Iterable[Array] = ()) -> tuple[Array, bool]:
+def out_array(op: str, out: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[Array, bool]:
     """The result array: a new graph-owned one, or `out` after checking it.
 
     Returns (array, user_gave_out).
@@ -228,7 +227,7 @@ def make_kernel(name: str, template: str, env: dict[str, Any], **fields: str) ->
     filename = f"<tracegraph.ops.{name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = dict(env)
-    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own template
+    exec(compile(source, filename, "exec"), namespace)
     fn = namespace.pop(name)
     fn.__module__ = env.get("__name__", __name__)
     return cuda.jit(fn)

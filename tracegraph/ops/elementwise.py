@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ..traced import Array, view_of
 from ..trace import access
+from ..traced import Array, view_of
 from . import _base as B
 
 _INF = math.inf
@@ -43,13 +43,13 @@ def _unravel(i, shape):
 @cuda.jit(device=True)
 def _max2(x, y):
     """NumPy's maximum: NaN wins."""
-    return x if (x > y or x != x) else y  # noqa: PLR0124 - x != x: x is NaN
+    return x if (x > y or x != x) else y
 
 
 @cuda.jit(device=True)
 def _min2(x, y):
     """NumPy's minimum: NaN wins."""
-    return x if (x < y or x != x) else y  # noqa: PLR0124 - x != x: x is NaN
+    return x if (x < y or x != x) else y
 
 
 @cuda.jit(device=True)
@@ -86,7 +86,7 @@ def _sigmoid(v):
 @cuda.jit(device=True)
 def _relu(v):
     # not max(v, 0): NaN must stay NaN, and the result keeps v's type
-    return 0 if v < 0 else v  # noqa: FURB136
+    return 0 if v < 0 else v
 
 
 _ENV = {"__name__": __name__, "cuda": cuda, "math": math, "_unravel": _unravel,

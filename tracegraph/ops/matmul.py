@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ..traced import Array
 from ..trace import access
+from ..traced import Array
 from . import _base as B
 from .elementwise import copy
 

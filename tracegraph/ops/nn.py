@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ..traced import Array, view_of
 from ..trace import access, empty
+from ..traced import Array, view_of
 from . import _base as B
 from .elementwise import _max2, copy
 from .reduce import _as_3d, _fold
@@ -132,7 +132,7 @@ def _softmax(op: str, kernel: Any, x: Any, axis: Any, out: Any) -> Array:
         return B.launched_nothing(result)
     if given and B.overlaps(x, result) and view_of(x) != view_of(result):
         x = copy(x)
-    x3, ((m, _), (n, _), (k, _)) = _as_3d(op, x, axis)
+    x3, ((m, _), (n, _), (k, _)) = _as_3d(x, axis)
     target = result
     folded = (_fold(result, tuple(range(axis))), _fold(result, tuple(range(axis + 1, x.ndim))))
     if folded[0] is None or folded[1] is None:

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ..traced import Array
 from ..trace import access, empty
+from ..traced import Array
 from . import _base as B
 from .elementwise import _max2, _min2, copy
 
@@ -126,9 +126,9 @@ def _fold(a: Array, dims: tuple[int, ...]) -> tuple[int, int] | None:
     return (s[0], st[0][0]) if s else (1, 0)
 
 
-def _as_3d(op: str, x: Array, axis: int | None) -> tuple[Array, tuple[int, ...]]:
+def _as_3d(x: Array, axis: int | None) -> tuple[Array, tuple[int, ...]]:
     """x as a (outer, n, inner) view, copying x first if its layout does not fold."""
-    for attempt in range(2):
+    for _attempt in range(2):
         if axis is None:
             whole = _fold(x, tuple(range(x.ndim)))
             parts = None if whole is None else ((1, 0), whole, (1, 0))
@@ -158,7 +158,7 @@ def reduce(op: str, kind: str, x: Any, axis: Any, keepdims: bool, out: Any,
     else:
         out_shape = tuple(1 if d == axis else n for d, n in enumerate(x.shape)
                           if keepdims or d != axis)
-    x3, ((m, _), (n, _), (k, _)) = _as_3d(op, x, axis)
+    x3, ((m, _), (n, _), (k, _)) = _as_3d(x, axis)
     if n == 0 and kind != "sum":
         raise B.fail(op, f"zero-size reduction of an array of shape {x.shape}: {kind} has no "
                      "identity", "reduce a non-empty axis")

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ..traced import Array, view_of
 from ..trace import access, empty
+from ..traced import Array, view_of
 from . import _base as B
 from .elementwise import _unravel, copy
 

@@ -17,5 +17,11 @@ def run_passes(program: Program, *, check: bool = False) -> Program:
     return program
 
 
-__all__ = ["PASSES", "run_passes", "add_dependencies", "transitive_reduction", "find_lanes",
-           "primary_hazard"]
+__all__ = [
+    "PASSES",
+    "add_dependencies",
+    "find_lanes",
+    "primary_hazard",
+    "run_passes",
+    "transitive_reduction",
+]

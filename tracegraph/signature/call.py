@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ def array_key(info: arguments.ArrayInfo, group: tuple[int, int] | None) -> tuple
 
 class Call:
     """One call's flattened arguments, what they are, and its signature key."""
-    __slots__ = ("leaves", "paths", "tree", "infos", "key")
+    __slots__ = ("infos", "key", "leaves", "paths", "tree")
 
     def __init__(self, leaves: list, paths: list, tree: Any, infos: list, key: tuple):
         self.leaves, self.paths, self.tree, self.infos, self.key = leaves, paths, tree, infos, key

@@ -2,12 +2,14 @@
 differs, naming it and saying expected vs actual."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import pytree
-from . import arguments
 from ..ir import Program
+from . import arguments
 from .call import static_key
+
 
 def describe_mismatch(program: Program, call: Any,
                    positional_names: Callable[[int], list[str]]) -> list[str]:

@@ -10,8 +10,9 @@ scripts/probe_memcpy_node_effect.py, docs/performance.md.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ...errors import CudaError, LoweringError, TracegraphError
 from ...ir import OpKind
@@ -56,7 +57,7 @@ class GraphBuilder:
                 g = self._builders[node.kind](built, node, parent, bool(deps))
             except TracegraphError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - a driver or cuda.core failure
+            except Exception as exc:
                 raise CudaError(f"building graph node failed: {exc}", error_name=error_name(exc),
                                 call=f"add {node.kind} node", node=label(node),
                                 where=node.location) from exc
@@ -67,12 +68,12 @@ class GraphBuilder:
             self._input_copies(built)
             if BRACKET:
                 self._bracket(built)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise CudaError(f"adding the in-graph copies failed: {exc}",
                             error_name=error_name(exc), call="add memcpy node") from exc
         try:
             built.graph = built.gdef.instantiate()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise CudaError(f"instantiating the graph of {self.plan.name} failed: {exc}",
                             error_name=error_name(exc), call="cuGraphInstantiate") from exc
         return built
@@ -106,7 +107,7 @@ class GraphBuilder:
         if compiled is None:
             try:
                 compiled = self.platform.compile(launch.kernel, node.argtypes)
-            except Exception as exc:  # noqa: BLE001 - Numba's typing/lowering errors
+            except Exception as exc:
                 raise LoweringError(f"Numba could not compile kernel {node.name} for "
                                     f"{', '.join(map(str, node.argtypes))}: {exc}",
                                     where=node.location,
@@ -134,12 +135,12 @@ class GraphBuilder:
         # an empty array: a placeholder keeps the plan's edges (and is never re-pointed)
         return parent.join() if has_deps else built.gdef.empty()
 
-    def _memset(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:
+    def _memset(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:  # noqa: ARG002
         fill = node.op.data
         return parent.memset(self.target(fill.dst.buffer) + fill.dst.offset,
                              int(fill.value) & 0xFF, node.nbytes)
 
-    def _host(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:
+    def _host(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:  # noqa: ARG002
         return parent.callback(self.guard(node.op.data.fn, node))
 
     def _event(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:

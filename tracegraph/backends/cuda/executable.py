@@ -66,12 +66,12 @@ class CudaExecutable:
             s = self.platform.stream(stream)
             try:
                 self.built.graph.launch(s)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise self._fault(exc, "cuGraphLaunch") from exc
             if self._needs_sync:
                 try:
                     s.sync()
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     raise self._fault(exc, "cuStreamSynchronize") from exc
                 self._raise_callback_errors()
                 r.write_back(staged, leaves)
@@ -93,7 +93,7 @@ class CudaExecutable:
         def call() -> None:
             try:
                 fn()
-            except BaseException as exc:  # noqa: BLE001 - reported after the graph runs
+            except BaseException as exc:
                 errors.append((node, exc))
         return call
 

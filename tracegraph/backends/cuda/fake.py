@@ -86,7 +86,7 @@ class FakeGraphDefinition(FakeNode):
         self.platform.counts["instantiate"] += 1
         return FakeGraph(self.platform, self)
 
-    def debug_dot_print(self, path: str, options: Any = None) -> None:
+    def debug_dot_print(self, path: str, options: Any = None) -> None:  # noqa: ARG002
         with open(path, "w") as f:
             f.write("digraph fake {\n")
             for n in self.all:
@@ -123,10 +123,10 @@ class FakeGraph:
         self.platform.counts["graph_update"] += 1
         self._take(gdef)
 
-    def upload(self, stream: Any) -> None:
+    def upload(self, stream: Any) -> None:  # noqa: ARG002 - the Platform interface
         self.platform.counts["upload"] += 1
 
-    def launch(self, stream: Any) -> None:
+    def launch(self, stream: Any) -> None:  # noqa: ARG002 - the Platform interface
         if self.is_closed:
             raise RuntimeError("launch of a closed graph")
         self.platform.counts["launch"] += 1
@@ -157,7 +157,7 @@ class FakeExecView:
 class FakeKernelPatch:
     """cuGraphExecKernelNodeSetParams on our own parameter storage: one driver call."""
 
-    def __init__(self, graph: FakeGraph, node: FakeNode, args: list):
+    def __init__(self, graph: FakeGraph, node: FakeNode, args: list):  # noqa: ARG002
         self.graph, self.index = graph, node.handle
 
     def apply(self, slots: list, base: int) -> None:
@@ -220,13 +220,13 @@ class FakePlatform:
         host = np.ndarray(shape, dtype, buffer=owner, offset=offset, strides=strides)
         return _numba.simulator_array(host)
 
-    def stream(self, user_stream: Any) -> FakeStream:
+    def stream(self, user_stream: Any) -> FakeStream:  # noqa: ARG002 - the Platform interface
         return FakeStream()
 
     def synchronize(self) -> None:
         self.counts["synchronize"] += 1
 
-    def is_pinned(self, address: int, nbytes: int) -> bool:
+    def is_pinned(self, address: int, nbytes: int) -> bool:  # noqa: ARG002 - the Platform interface
         return False  # the caller's NumPy memory is pageable here: staged
 
     def kernel_patch(self, graph: FakeGraph, node: FakeNode, args: list) -> FakeKernelPatch:
@@ -235,7 +235,7 @@ class FakePlatform:
     def new_event(self) -> Any:
         return object()
 
-    def set_event(self, node: FakeNode, record: bool, event: Any) -> None:
+    def set_event(self, node: FakeNode, record: bool, event: Any) -> None:  # noqa: ARG002
         node.params["event"] = event
 
     def set_cooperative(self, node: FakeNode) -> None:

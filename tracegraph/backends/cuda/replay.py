@@ -160,7 +160,7 @@ class Replayer:
                 fill = node.op.data
                 self._view(index).update(dst=base + fill.dst.offset,
                                          value=int(fill.value) & 0xFF, width=node.nbytes)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise CudaError(f"re-pointing a graph node failed: {exc}", error_name=error_name(exc),
                             call="cuGraphExec*NodeSetParams", node=label(node),
                             where=node.location) from exc
@@ -178,7 +178,7 @@ class Replayer:
             graph[w.copy_in].update(dst=w.address, src=caller, size=w.nbytes)
             if w.copy_out is not None:
                 graph[w.copy_out].update(dst=caller, src=w.address, size=w.nbytes)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             name = self.plan.buffers[w.buffer].name
             raise CudaError(f"re-pointing the in-graph copy of input {name} failed: {exc}",
                             error_name=error_name(exc),

@@ -1,0 +1,208 @@
+"""Tracing a whole function: its arguments become input buffers and traced stand-ins, the
+function runs once with the tracer active, its results are bound, and written NumPy
+inputs get their write-backs."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from .. import _numba, pytree, side_effects
+from ..errors import TraceError
+from ..ir import (
+    DEVICE_INPUT,
+    EXTERNAL,
+    HOST_INPUT,
+    STAGING,
+    TEMP,
+    Buffer,
+    Copy,
+    CopyRole,
+    InputKind,
+    InputLeaf,
+    OutputKind,
+    OutputLeaf,
+    Program,
+    View,
+    op_graph,
+)
+from ..location import user_location
+from ..signature import arguments
+from ..traced import Array
+from .tracer import Tracer, _bytes_view
+
+# ---------------------------------------------------------------------------
+# tracing a whole function
+
+def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
+                   infos: list[arguments.ArrayInfo | None],
+                   groups: list[tuple[int, int] | None]) -> Program:
+    """Run `fn` once on traced stand-ins for its array arguments; return the Program.
+
+    `leaves` are the flattened arguments (tree rebuilds (args, kwargs)), `infos` their
+    ArrayInfo (None for static values) and `groups` which of them share memory.
+    """
+    name = getattr(fn, "__qualname__", getattr(fn, "__name__", "fn"))
+    tracer = Tracer(name)
+    inputs, stand_ins = _bind_inputs(tracer, leaves, paths, infos, groups)
+    n_prologue = len(tracer.ops)
+    side_effects.warn_side_effects(fn, name)
+    previous = _numba.set_tracer(tracer)
+    try:
+        args, kwargs = pytree.unflatten(tree, stand_ins)
+        result = fn(*args, **kwargs)
+    finally:
+        _numba.set_tracer(previous)
+    if len(tracer.ops) == n_prologue and not tracer.launches:
+        raise TraceError(f"the traced function {name} launched nothing",
+                         where=_def_location(fn),
+                         fix="launch at least one kernel (or tg.ops call) inside it, or call "
+                             "it without @tg.compile")
+    device_mode = any(i is not None and i.placement == arguments.DEVICE for i in infos)
+    outputs, out_tree = _bind_outputs(tracer, result, inputs, device_mode, name, fn, stand_ins)
+    inputs = _mark_written_and_write_back(tracer, inputs)
+    ops = tuple(tracer.ops)
+    return Program(name, ops, tuple(tracer.buffers), tuple(inputs), tree, tuple(outputs),
+                   out_tree, op_graph(ops), device_mode,
+                   aliased_inputs(tracer.buffers, inputs, infos))
+
+
+def aliased_inputs(buffers: list[Buffer], inputs: list[InputLeaf],
+                   infos: list[arguments.ArrayInfo | None]) -> frozenset[tuple[int, int]]:
+    """(device input buffer, captured buffer) pairs whose bytes overlap in this call."""
+    captured = [(b.address, b.address + b.nbytes, b.id) for b in buffers
+                if b.kind == EXTERNAL and b.nbytes]
+    if not captured:
+        return frozenset()
+    pairs = set()
+    for inp in inputs:
+        if inp.kind != "array" or inp.staging is not None:
+            continue
+        lo, hi = infos[inp.index].extent
+        pairs.update((inp.buffer, b) for x, y, b in captured if x < hi and lo < y)
+    return frozenset(pairs)
+
+
+def _def_location(fn: Callable) -> str:
+    code = getattr(fn, "__code__", None)
+    return f"{code.co_filename}:{code.co_firstlineno}" if code else "?"
+
+
+def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
+                 groups: list) -> tuple[list[InputLeaf], list[Any]]:
+    inputs: list[InputLeaf] = []
+    stand_ins: list[Any] = []
+    group_buffers: dict[int, tuple[int, int | None]] = {}
+    # a group's buffer spans the union of its members' bytes
+    spans: dict[int, int] = {}
+    for info, g in zip(infos, groups):
+        if info is not None:
+            lo, hi = info.extent
+            spans[g[0]] = max(spans.get(g[0], 0), g[1] + hi - lo)
+    for i, (leaf, path, info, g) in enumerate(zip(leaves, paths, infos, groups)):
+        if info is None:
+            if isinstance(leaf, Array):
+                raise TraceError(f"argument {path} is a traced array from another trace",
+                                 where=user_location(4),
+                                 fix="pass real arrays to compiled functions")
+            inputs.append(InputLeaf(i, path, InputKind.STATIC, value=leaf))
+            stand_ins.append(leaf)
+            continue
+        problem = _numba.dtype_problem(info.dtype)
+        if problem is not None:
+            raise TraceError(f"argument {path} is an array of dtype {info.dtype}, which cannot "
+                             f"be passed to a CUDA kernel: {problem}", where=user_location(4),
+                             fix="pass an array of a numeric, boolean, datetime or record dtype")
+        first, delta = g
+        if first not in group_buffers:
+            nbytes = spans[first]
+            if info.placement == arguments.HOST:
+                staging = tracer.new_buffer(nbytes, STAGING, f"{path} (pinned)", input_index=i)
+                buf = tracer.new_buffer(nbytes, HOST_INPUT, path, input_index=i)
+                tracer.copy(_bytes_view(buf, 0, nbytes), _bytes_view(staging, 0, nbytes),
+                            f"copy in {path}", CopyRole.INPUT)
+            else:
+                staging = None
+                buf = tracer.new_buffer(nbytes, DEVICE_INPUT, path, input_index=i)
+            group_buffers[first] = (buf, staging)
+        buf, staging = group_buffers[first]
+        lo, _ = info.extent
+        view = View(buf, delta + info.ptr - lo, tuple(info.shape), tuple(info.strides), info.dtype,
+                    info.readonly)
+        inputs.append(InputLeaf(i, path, InputKind.ARRAY, info.placement, view.shape, info.dtype,
+                                view.strides, buf, staging, view))
+        stand_ins.append(Array(tracer, view))
+    return inputs, stand_ins
+
+
+def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_mode: bool,
+                  name: str, fn: Callable, stand_ins: list[Any]) -> tuple[list[OutputLeaf], Any]:
+    leaves, paths, tree = pytree.flatten(result, "result")
+    # an input handed back is that input (two arguments may be the same memory)
+    by_id = {id(a): i for i, a in enumerate(stand_ins) if isinstance(a, Array)}
+    by_view: dict[View, int] = {}
+    for inp in inputs:
+        if inp.kind == "array":
+            by_view.setdefault(inp.view, inp.index)
+    outputs: list[OutputLeaf] = []
+    for leaf, path in zip(leaves, paths):
+        if isinstance(leaf, Array):
+            view = tracer.view_of(leaf)
+            index = by_id.get(id(leaf), by_view.get(view))
+            if index is not None:
+                outputs.append(OutputLeaf(OutputKind.INPUT, input_index=index))
+                continue
+            buffer = tracer.buffers[view.buffer]
+            if device_mode and buffer.kind in (TEMP, EXTERNAL):
+                outputs.append(OutputLeaf(OutputKind.DEVICE, view=view))
+                continue
+            # a copy: into pinned memory for NumPy results, into fresh device memory for a
+            # view of a caller's array (which the caller may reuse)
+            start, stop = view.byte_range()
+            kind = STAGING if not device_mode else TEMP
+            dst = tracer.new_buffer(stop - start, kind, f"{path}")
+            tracer.copy(_bytes_view(dst, 0, stop - start),
+                        _bytes_view(view.buffer, start, stop - start), f"copy out {path}",
+                        CopyRole.OUTPUT, _def_location(fn))
+            out_view = View(dst, view.offset - start, view.shape, view.strides, view.dtype)
+            kind = OutputKind.DEVICE if device_mode else OutputKind.HOST
+            outputs.append(OutputLeaf(kind, view=out_view))
+        elif isinstance(leaf, (np.ndarray,)) or arguments.describe(leaf) is not None:
+            raise TraceError(f"{name} returned a {type(leaf).__name__} at {path} that is not "
+                             "a traced array", where=_def_location(fn),
+                             fix="return arrays made inside the traced function (tg.empty, "
+                                 "tg.ops) or its array arguments")
+        else:
+            outputs.append(OutputLeaf(OutputKind.STATIC, value=leaf))
+    return outputs, tree
+
+
+def _mark_written_and_write_back(tracer: Tracer, inputs: list[InputLeaf]) -> list[InputLeaf]:
+    """Flag the inputs whose bytes some op writes; copy written NumPy input buffers back to
+    pinned staging (the backends copy a written leaf's own elements from there into the
+    caller's array: never the bytes between a strided view's elements)."""
+    writes: dict[int, list[tuple[int, int]]] = {}
+    for op in tracer.ops:
+        if isinstance(op.data, Copy) and op.data.role == CopyRole.INPUT:
+            continue
+        for a in op.accesses:
+            if a.writes and a.stop > a.start:
+                writes.setdefault(a.buffer, []).append((a.start, a.stop))
+    copied_back = set()
+    out = []
+    for inp in inputs:
+        if inp.kind != "array":
+            out.append(inp)
+            continue
+        lo, hi = inp.view.byte_range()
+        is_written = any(s < hi and lo < e for s, e in writes.get(inp.buffer, ()))
+        if is_written and not inp.view.readonly and inp.placement == arguments.HOST and \
+                inp.buffer not in copied_back:
+            copied_back.add(inp.buffer)
+            n = tracer.buffers[inp.buffer].nbytes
+            tracer.copy(_bytes_view(inp.staging, 0, n), _bytes_view(inp.buffer, 0, n),
+                        f"write back {inp.path}", CopyRole.WRITE_BACK)
+        out.append(replace(inp, written=is_written))
+    return out

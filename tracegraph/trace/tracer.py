@@ -1,0 +1,296 @@
+"""The Tracer: what one trace records, launch by launch (buffers, views, accesses, ops),
+including the arrays kernels capture by address and Numba's host API called while tracing."""
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import _numba
+from ..errors import TraceError
+from ..ir import (
+    EXTERNAL,
+    HOST_CONSTANT,
+    TEMP,
+    Access,
+    Buffer,
+    Copy,
+    CopyRole,
+    EventUse,
+    Fill,
+    HostCall,
+    Launch,
+    Op,
+    OpKind,
+    View,
+    contiguous_strides,
+)
+from ..location import user_location
+from ..signature import arguments
+from ..traced import Array, tracer_of, view_of
+from .functions import MAX_BYTES, _dtype, _kernel_access, _shape
+
+# ---------------------------------------------------------------------------
+# the tracer
+
+class Tracer:
+    def __init__(self, name: str):
+        self.name = name
+        self.ops: list[Op] = []
+        self.buffers: list[Buffer] = []
+        self.launches = 0  # launches asked for, also those that run nothing (0 elements)
+        self._externals: dict[int, int] = {}  # id(device array) -> buffer
+        self._external_refs: list[Any] = []
+        self._warned_stream = False
+
+    def new_buffer(self, nbytes: int, kind: str, name: str = "", *, input_index: int | None = None,
+                   external: Any = None, address: int = 0) -> int:
+        b = Buffer(len(self.buffers), int(nbytes), kind, name or f"{kind}{len(self.buffers)}",
+                   input_index, external, address)
+        self.buffers.append(b)
+        return b.id
+
+    def new_array(self, shape: tuple[int, ...], dtype: np.dtype, *, zero: bool) -> Array:
+        if any(s < 0 for s in shape):
+            raise TraceError(f"negative dimension in shape {shape}", where=user_location(3),
+                             fix="check the shape")
+        nbytes = math.prod(shape) * dtype.itemsize  # Python ints: no wrap-around
+        if nbytes > MAX_BYTES:
+            raise TraceError(f"an array of shape {shape} and dtype {dtype} would take "
+                             f"{nbytes} bytes, more than any device can address",
+                             where=user_location(3), fix="check the shape")
+        buf = self.new_buffer(nbytes, TEMP)
+        view = View(buf, 0, shape, contiguous_strides(shape, dtype.itemsize), dtype)
+        if zero and nbytes:
+            self.ops.append(Op(OpKind.MEMSET, "zeros", (Access(buf, 0, nbytes, "w"),),
+                               user_location(3), Fill(view, 0)))
+        return Array(self, view)
+
+    def view_of(self, a: Array) -> View:
+        if tracer_of(a) is not self:
+            raise TraceError("a traced array from another trace was used",
+                             where=user_location(4),
+                             fix="do not keep traced arrays between calls or share them "
+                                 "between compiled functions")
+        return view_of(a)
+
+    # -- launches -----------------------------------------------------------
+    def record_launch(self, kernel: Any, griddim: Any, blockdim: Any, sharedmem: int,
+                      args: tuple, *, stream: bool = False) -> None:
+        where = user_location(3)
+        name = _numba.kernel_name(kernel)
+        self.launches += 1
+        if _numba.is_device_function(kernel):
+            raise TraceError(f"{name} is a device function (@cuda.jit(device=True)), which "
+                             "cannot be launched", where=where,
+                             fix=f"call {name} from a kernel, or define it without device=True")
+        if _numba.kernel_extensions(kernel):
+            raise TraceError(f"kernel {name} has argument extensions (kernel.extensions), "
+                             "which convert arguments at each eager launch in ways a graph "
+                             "cannot replay", where=where,
+                             fix=f"launch {name} without extensions inside a traced function")
+        if _numba.kernel_is_debug(kernel):
+            raise TraceError(f"kernel {name} was compiled with debug=True: it reads back an "
+                             "error code after every launch, so it cannot live in a graph",
+                             where=where, fix=f"define {name} with @cuda.jit (debug=False) for "
+                                              "use in a tracegraph function")
+        if _numba.uses_grid_sync(kernel):
+            raise TraceError(f"kernel {name} synchronizes the whole grid "
+                             "(cuda.cg.this_grid().sync()): that needs a cooperative launch, "
+                             "which cannot be a node of an explicit CUDA graph here",
+                             where=where, fix=f"split {name} at the grid sync into two kernels "
+                                              "launched one after the other")
+        if stream and not self._warned_stream:
+            self._warned_stream = True
+            warnings.warn(f"{where}: a stream given to {name} inside a traced function is "
+                          "ignored; the graph orders launches by the data they touch",
+                          stacklevel=4)
+        traced_args = tuple(self._arg(a, name, where, i) for i, a in enumerate(args))
+        ndims = tuple(_rank(a) for a in traced_args)
+        records = frozenset(i for i, a in enumerate(traced_args)
+                            if any(v.dtype.names for v in _views(a)))
+        found = _kernel_access(kernel, ndims, records)
+        accesses = []
+        for i, (arg, mode) in enumerate(zip(traced_args, found.params)):
+            if mode:
+                for v in _views(arg):
+                    if v.readonly and "w" in mode and i in found.stored:
+                        raise TraceError(f"kernel {name} stores to argument {i}, a read-only "
+                                         "array (eager Numba refuses to compile that)",
+                                         where=where,
+                                         fix="pass a writable array (e.g. a copy), or do not "
+                                             "write it in the kernel")
+                    start, stop = v.byte_range()
+                    accesses.append(Access(v.buffer, start, stop, mode))
+        accesses += self._captured_accesses(found.globals, name, where)
+        self.ops.append(Op(OpKind.KERNEL, name, tuple(accesses), where,
+                           Launch(kernel, _dim3(griddim), _dim3(blockdim), int(sharedmem or 0),
+                                  traced_args)))
+
+    def _captured_accesses(self, found: tuple, kernel: str, where: str) -> list[Access]:
+        """Accesses to the device arrays a kernel names as globals or closure variables:
+        their whole bytes, in the mode the kernel uses them."""
+        out = []
+        for ref, mode in found:
+            for obj in _device_arrays(ref.resolve()):
+                if isinstance(obj, Array):
+                    raise TraceError(f"kernel {kernel} names a traced array through "
+                                     f"{ref.describe()}", where=where,
+                                     fix="pass traced arrays to kernels as arguments")
+                info = arguments.describe(obj)
+                if info is None or info.placement != arguments.DEVICE:
+                    continue
+                buf = self._external(obj, info).buffer
+                out.append(Access(buf, 0, self.buffers[buf].nbytes, mode))
+        return out
+
+    def _arg(self, a: Any, kernel: str, where: str, i: int) -> Any:
+        if isinstance(a, Array):
+            return self.view_of(a)
+        if isinstance(a, np.ndarray):
+            raise TraceError(f"argument {i} of {kernel} is a host NumPy array: Numba would "
+                             "copy it to the device and back implicitly, which cannot be "
+                             "part of a graph", where=where,
+                             fix="pass it as an argument of the traced function (it becomes "
+                                 "a graph input), or copy it to the device once with "
+                                 "cuda.to_device outside")
+        if isinstance(a, tuple):
+            items = [self._arg(x, kernel, where, i) for x in a]
+            return type(a)(*items) if hasattr(a, "_fields") else tuple(items)
+        info = arguments.describe(a)
+        if info is not None:
+            return self._external(a, info)
+        if _numba.scalar_type(a) is not None:
+            return a
+        raise TraceError(f"argument {i} of {kernel} has type {type(a).__name__}, which cannot "
+                         "live in a graph", where=where,
+                         fix="pass traced arrays, device arrays, NumPy/Python scalars or tuples "
+                             "of these")
+
+    def _external(self, obj: Any, info: arguments.ArrayInfo) -> View:
+        """A device array captured from outside: baked into the graph by address. Captured
+        arrays whose bytes overlap share memory (ir.memory_regions orders them)."""
+        lo, hi = info.extent
+        buf = self._externals.get(id(obj))
+        if buf is None:
+            buf = self.new_buffer(hi - lo, EXTERNAL, f"captured{len(self._external_refs)}",
+                                  external=obj, address=lo)
+            self._externals[id(obj)] = buf
+            self._external_refs.append(obj)
+        return View(buf, info.ptr - lo, info.shape, info.strides, info.dtype, info.readonly)
+
+    def record_event(self, kind: OpKind, event: Any, arrays_: tuple, mode: str) -> None:
+        views = [self.view_of(a) for a in arrays_]
+        accesses = tuple(Access(v.buffer, *v.byte_range(), mode) for v in views)
+        self.ops.append(Op(kind, kind, accesses, user_location(3), EventUse(event),
+                           barrier=not views))
+
+    def record_host(self, fn: Callable, arrays_: tuple) -> None:
+        views = [self.view_of(a) for a in arrays_]
+        accesses = tuple(Access(v.buffer, *v.byte_range(), "r") for v in views)
+        name = getattr(fn, "__name__", "callback")
+        self.ops.append(Op(OpKind.HOST, name, accesses, user_location(3), HostCall(fn),
+                           barrier=not views))
+
+    # -- Numba's host API called while tracing (_numba/hooks.py) --------------
+    def device_array(self, shape: Any, dtype: Any, order: str = "C") -> Array:
+        """cuda.device_array inside a traced function: a graph-owned array."""
+        shape = _shape(shape)
+        if order == "F":
+            return self.new_array(shape[::-1], _dtype(dtype), zero=False).T
+        return self.new_array(shape, _dtype(dtype), zero=False)
+
+    def host_to_device(self, host: Any, dst: View | None, where: str) -> Array | None:
+        """cuda.to_device(host) (dst None: into a new graph-owned array) or a copy of host
+        data into `dst`, as eager Numba does it on every call: the graph copies the held
+        host array's current contents in on every replay."""
+        if isinstance(host, Array):
+            raise TraceError("cuda.to_device() got a traced array, which already is on the "
+                             "device", where=where, fix="use it directly, or tg.ops.copy")
+        data = np.asarray(host)
+        problem = _numba.dtype_problem(data.dtype)
+        if problem is not None:
+            raise TraceError(f"cuda.to_device() of a {data.dtype} array: {problem}",
+                             where=where, fix="copy numeric data")
+        if dst is None:
+            dst = view_of(self.new_array(tuple(data.shape), data.dtype, zero=False))
+        elif dst.size != data.size or dst.dtype != data.dtype or not dst.is_c_contiguous():
+            raise TraceError(f"copying a {data.dtype}{list(data.shape)} host array into a "
+                             f"{dst.dtype}{list(dst.shape)} device array", where=where,
+                             fix="copy into a contiguous device array of the same size and "
+                                 "dtype")
+        nbytes = data.size * data.dtype.itemsize
+        held = self.new_buffer(nbytes, HOST_CONSTANT, "host constant", external=host)
+        start, _ = dst.byte_range()
+        self.copy(_bytes_view(dst.buffer, start, nbytes), _bytes_view(held, 0, nbytes),
+                  "copy in a host array", CopyRole.CONSTANT, where)
+        return Array(self, dst)
+
+    def device_copy(self, dst: View, src: View, where: str) -> None:
+        """One device array copied into another (copy_to_device of a device array)."""
+        if dst.shape != src.shape or dst.dtype != src.dtype or not (
+                dst.is_c_contiguous() and src.is_c_contiguous()):
+            raise TraceError(f"copying a {src.dtype}{list(src.shape)} device array into a "
+                             f"{dst.dtype}{list(dst.shape)} one", where=where,
+                             fix="copy between contiguous arrays of one shape and dtype, or "
+                                 "use tg.ops.copy")
+        (a, b), (c, _) = dst.byte_range(), src.byte_range()
+        self.copy(_bytes_view(dst.buffer, a, b - a), _bytes_view(src.buffer, c, b - a),
+                  "device copy", CopyRole.USER, where)
+
+    def view_or_external(self, obj: Any) -> View | None:
+        """The view a traced array or a captured device array stands for, or None."""
+        if isinstance(obj, Array):
+            return self.view_of(obj)
+        info = arguments.describe(obj)
+        if info is not None and info.placement == arguments.DEVICE:
+            return self._external(obj, info)
+        return None
+
+    def copy(self, dst: View, src: View, name: str, role: CopyRole = CopyRole.USER,
+             where: str = "") -> None:
+        """A memcpy op between two contiguous byte ranges of equal size; `role` says why
+        (the copies tracing adds around the user's ops have their own)."""
+        a, b = dst.byte_range(), src.byte_range()
+        self.ops.append(Op(OpKind.MEMCPY, name, (Access(dst.buffer, *a, "w"),
+                                                 Access(src.buffer, *b, "r")),
+                           where, Copy(dst, src, role)))
+
+
+def _dim3(d: Any) -> tuple[int, int, int]:
+    if isinstance(d, (int, np.integer)):
+        return (int(d), 1, 1)
+    d = tuple(int(x) for x in d)
+    return d + (1,) * (3 - len(d))
+
+
+def _device_arrays(value: Any) -> list[Any]:
+    """The arrays a captured global holds (itself, or the members of a tuple)."""
+    if type(value) is tuple:
+        return [a for v in value for a in _device_arrays(v)]
+    return [value] if value is not None and not isinstance(value, (int, float, complex, str)) \
+        else []
+
+
+def _views(arg: Any) -> list[View]:
+    if isinstance(arg, View):
+        return [arg]
+    if isinstance(arg, tuple):
+        return [v for x in arg for v in _views(x)]
+    return []
+
+
+def _rank(arg: Any) -> int | None:
+    if isinstance(arg, View):
+        return len(arg.shape)
+    if isinstance(arg, tuple):
+        return -1 if _views(arg) else None
+    return None
+
+
+def _bytes_view(buffer: int, offset: int, nbytes: int) -> View:
+    return View(buffer, offset, (nbytes,), (1,), np.dtype(np.uint8))
+
