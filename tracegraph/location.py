@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from types import FrameType
 
 import numba
 import numba.cuda
@@ -11,13 +12,13 @@ import numpy
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # NumPy too: np.sum(traced) fails inside NumPy, but the user's line is the one that called it
-_NUMBA_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+_NUMBA_DIRS = tuple(os.path.dirname(os.path.abspath(str(m.__file__))) + os.sep
                     for m in (numba, numba.cuda, numpy))
 
 
 def user_location(depth: int = 1) -> str:
     """file:line of the innermost frame outside tracegraph, Numba and NumPy."""
-    frame = sys._getframe(depth)
+    frame: FrameType | None = sys._getframe(depth)
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
         if not (filename.startswith(_PACKAGE_DIR) or filename.startswith(_NUMBA_DIRS)

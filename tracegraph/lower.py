@@ -29,7 +29,7 @@ def lower(program: Program) -> Plan:
         if op.kind == "kernel":
             node = _kernel_node(i, op, deps, slots)
         elif op.kind == "memcpy":
-            dst, src = op.data.dst, op.data.src
+            dst, src = op.copy.dst, op.copy.src
             nbytes = dst.size * dst.itemsize
             if nbytes != src.size * src.itemsize:
                 raise LoweringError(f"memcpy {op.name}: {nbytes} bytes to "
@@ -38,7 +38,7 @@ def lower(program: Program) -> Plan:
             slots.setdefault(src.buffer, []).append((i, "src", src.offset))
             node = PlanNode(i, op.kind, deps, op.name, op.location, op, nbytes=nbytes)
         elif op.kind == "memset":
-            dst = op.data.dst
+            dst = op.fill.dst
             slots.setdefault(dst.buffer, []).append((i, "dst", dst.offset))
             node = PlanNode(i, op.kind, deps, op.name, op.location, op,
                             nbytes=dst.size * dst.itemsize)
@@ -52,7 +52,7 @@ def lower(program: Program) -> Plan:
 
 def _kernel_node(i: int, op: Op, deps: tuple[int, ...],
                  slots: dict[int, list[tuple[int, Any, int]]]) -> PlanNode:
-    launch = op.data
+    launch = op.launch
     threads = launch.blockdim[0] * launch.blockdim[1] * launch.blockdim[2]
     if min(launch.griddim) < 1 or min(launch.blockdim) < 1 or threads > 1024:
         raise LoweringError(f"kernel {op.name} is launched with grid {launch.griddim} and "

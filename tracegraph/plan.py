@@ -151,8 +151,10 @@ def _host_input(plan: Plan, first: InputLeaf) -> HostInput:
     group = [i for i in plan.inputs if i.kind == InputKind.ARRAY and i.buffer == first.buffer]
     back = tuple((i.index, i.view) for i in group if i.writes_back)
     direct = not back or all(_gap_free(i.view) and not i.view.readonly for i in group)
-    return HostInput(first.index, first.staging, first.buffer, first.view.offset,
-                     plan.buffers[first.staging].nbytes, direct, back)
+    staging = first.staging
+    assert staging is not None
+    return HostInput(first.index, staging, first.buffer, first.view.offset,
+                     plan.buffers[staging].nbytes, direct, back)
 
 
 def _gap_free(v: View) -> bool:

@@ -42,7 +42,8 @@ def side_effects(fn: Callable) -> list[tuple[str, int]]:
     chain: tuple[str, Any] | None = None  # (dotted name, value) of a global/closure chain
     for ins in dis.get_instructions(code):
         # Python 3.13 has line_number (starts_line became a bool); before, starts_line
-        lineno = ins.line_number if hasattr(ins, "line_number") else ins.starts_line
+        lineno = getattr(ins, "line_number", None) if hasattr(ins, "line_number") \
+            else ins.starts_line
         if lineno:
             line = lineno
         op, name = ins.opname, ins.argval

@@ -170,7 +170,7 @@ def install_operators(ops: dict[str, Any]) -> None:
     _OPS.update(ops)
     for method, (name, how) in OPERATORS.items():
         setattr(Array, method, _operator(ops[name], how))
-    Array.__hash__ = object.__hash__  # defining __eq__ must not make arrays unhashable
+    Array.__hash__ = object.__hash__  # type: ignore[method-assign]  # __eq__ must not unhash
 
 
 def _operator(op: Any, how: str) -> Any:

@@ -38,7 +38,7 @@ def visualize(target: Any, *args: Any, format: str = "dot", path: str | None = N
     if format not in ("svg", "png"):
         raise TracegraphError(f"unknown format {format!r}", fix='use "dot", "svg" or "png"')
     try:
-        data = dot.create(prog="dot", format=format)
+        data: bytes = dot.create(prog="dot", format=format)  # type: ignore[assignment]
     except (FileNotFoundError, OSError, AssertionError) as exc:
         raise TracegraphError(f"rendering {format} needs Graphviz's `dot` program, which was "
                               f"not found ({exc})",
@@ -108,7 +108,7 @@ def _to_pydot(program: Program) -> pydot.Dot:
             cluster = pydot.Cluster(f"lane{lane}", label=f"lane {lane}", style="dashed",
                                     color=_COLORS[lane % len(_COLORS)])
             lanes[lane] = cluster
-            dot.add_subgraph(cluster)
+            dot.add_subgraph(cluster)  # type: ignore[arg-type]  # a Cluster is a Subgraph
         op = program.ops[i]
         cluster.add_node(pydot.Node(f"n{i}", label=_quote(_label(program, i)),
                                     shape=_SHAPES.get(op.kind, "box"),

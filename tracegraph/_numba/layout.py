@@ -219,7 +219,7 @@ def record_simulator_signatures() -> None:
             return kernel
         return wrap
 
-    jit._tracegraph = True
+    setattr(jit, "_tracegraph", True)  # noqa: B010 - a mark on a function
     api.jit = jit
     if getattr(cuda, "jit", None) is original:
         cuda.jit = jit

@@ -153,6 +153,7 @@ class SimExecutable:
         for b in self.plan.buffers:
             if b.kind == EXTERNAL and b.external is not None:
                 info = describe(b.external)
+                assert info is not None  # it was an array when traced
                 view = View(b.id, info.ptr - b.address, info.shape, info.strides, info.dtype)
                 out[id(b.external)] = _numba.simulator_array(_ndarray(view, mem))
         return out
@@ -160,7 +161,7 @@ class SimExecutable:
     def _execute(self, node: Any, mem: dict[int, np.ndarray], captured: dict[int, Any]) -> None:
         op = node.op
         if node.kind == "kernel":
-            launch = op.data
+            launch = op.launch
             args = [_kernel_arg(a, mem, ty) for a, ty in zip(launch.args, node.argtypes)]
             try:
                 _numba.run_simulated(launch.kernel, launch.griddim, launch.blockdim,
@@ -173,16 +174,16 @@ class SimExecutable:
                                     fix="pass a writable array (e.g. a copy), or do not write "
                                         "it in the kernel") from exc
         elif node.kind == "memcpy":
-            dst, src = op.data.dst, op.data.src
+            dst, src = op.copy.dst, op.copy.src
             n = node.nbytes
             mem[dst.buffer][dst.offset:dst.offset + n] = mem[src.buffer][src.offset:src.offset + n]
         elif node.kind == "memset":
-            dst = op.data.dst
-            mem[dst.buffer][dst.offset:dst.offset + node.nbytes] = op.data.value
+            dst = op.fill.dst
+            mem[dst.buffer][dst.offset:dst.offset + node.nbytes] = op.fill.value
         elif node.kind == "host":
             try:
                 with _numba.in_host_callback():
-                    op.data.fn()
+                    op.host_call.fn()
             except Exception as exc:
                 raise TracegraphError(f"host callback {op.name} raised {type(exc).__name__}: "
                                       f"{exc}", where=op.location,

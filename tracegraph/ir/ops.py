@@ -60,10 +60,37 @@ class Op:
     data: OpData | None = field(default=None, compare=False)
     barrier: bool = False
 
+    # the data of each kind, typed (an op of another kind raises)
+    @property
+    def launch(self) -> Launch:
+        return _of(self, Launch)
+
+    @property
+    def copy(self) -> Copy:
+        return _of(self, Copy)
+
+    @property
+    def fill(self) -> Fill:
+        return _of(self, Fill)
+
+    @property
+    def event(self) -> EventUse:
+        return _of(self, EventUse)
+
+    @property
+    def host_call(self) -> HostCall:
+        return _of(self, HostCall)
+
     def describe(self) -> str:
         if isinstance(self.data, Launch):
             return f"{self.name}[{_dims(self.data.griddim)}, {_dims(self.data.blockdim)}]"
         return self.name
+
+
+def _of(op: Op, kind: type) -> Any:
+    if not isinstance(op.data, kind):
+        raise TypeError(f"{op.kind} op {op.name} has no {kind.__name__} data")
+    return op.data
 
 
 def _dims(d: tuple[int, int, int]) -> str:

@@ -17,6 +17,9 @@ _BUFFER_KINDS = frozenset(BufferKind)
 _OP_KINDS = frozenset(OpKind)
 
 
+NO_VIEW = View(-1, 0, (), (), np.dtype(np.uint8))  # what a static input leaf has
+
+
 @dataclass(frozen=True, slots=True)
 class InputLeaf:
     """One flattened argument of the traced function."""
@@ -27,9 +30,9 @@ class InputLeaf:
     shape: tuple[int, ...] = ()
     dtype: np.dtype | None = None
     strides: tuple[int, ...] = ()
-    buffer: int | None = None        # the device-side buffer kernels use
+    buffer: int = -1                 # the device-side buffer kernels use (-1: static)
     staging: int | None = None       # the pinned staging buffer, for host arrays
-    view: View | None = None         # the traced array kernels see
+    view: View = NO_VIEW             # the traced array kernels see
     value: Any = None                # for static leaves
     written: bool = False            # some op writes this input's bytes
 
@@ -43,8 +46,8 @@ class InputLeaf:
 class OutputLeaf:
     """One flattened result: an input handed back, a view of graph memory, or a static value."""
     kind: OutputKind
-    input_index: int | None = None
-    view: View | None = None
+    input_index: int = -1
+    view: View = NO_VIEW
     value: Any = None
 
 

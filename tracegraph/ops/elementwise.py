@@ -155,13 +155,13 @@ TERNARY: dict[str, tuple[str, Callable, tuple]] = {
 }
 
 KERNELS: dict[str, Any] = {}
-for _name, (_expr, _, _) in UNARY.items():
+for _name, (_expr, *_rest) in UNARY.items():
     KERNELS[_name] = access(B.make_kernel(_name, _UNARY, _ENV, expr=_expr),
                             reads=["x"], writes=["out"])
-for _name, (_expr, _, _) in BINARY.items():
+for _name, (_expr, *_rest) in BINARY.items():
     KERNELS[_name] = access(B.make_kernel(_name, _BINARY, _ENV, expr=_expr),
                             reads=["a", "b"], writes=["out"])
-for _name, (_expr, _, _) in TERNARY.items():
+for _name, (_expr, *_rest) in TERNARY.items():
     KERNELS[_name] = access(B.make_kernel(_name, _TERNARY, _ENV, expr=_expr),
                             reads=["a", "b", "c"], writes=["out"])
 

@@ -139,7 +139,9 @@ def _softmax(op: str, kernel: Any, x: Any, axis: Any, out: Any) -> Array:
         target = empty(tuple(x.shape), dtype)
         folded = (_fold(target, tuple(range(axis))),
                   _fold(target, tuple(range(axis + 1, x.ndim))))
-    (_, so), (_, sk) = folded
+    outer, inner = folded
+    assert outer is not None and inner is not None  # a new array always folds
+    (_, so), (_, sk) = outer, inner
     out3 = B.view(target, (m, n, k), (so, target.strides[axis], sk))
     kernel[B.grid_for(m * k), B.block_for(n)](x3, out3, B.scalar_of(-math.inf, dtype),
                                               B.scalar_of(0, dtype))
@@ -211,4 +213,5 @@ def _as_rows(a: Array) -> tuple[Array, tuple[int, int], tuple[int, int]]:
     if folded is None:
         a = copy(a)
         folded = _fold(a, tuple(range(a.ndim - 1)))
+    assert folded is not None  # a contiguous copy always folds
     return a, (folded[0], a.shape[-1]), (folded[1], a.strides[-1])

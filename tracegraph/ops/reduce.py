@@ -126,7 +126,7 @@ def _fold(a: Array, dims: tuple[int, ...]) -> tuple[int, int] | None:
     return (s[0], st[0][0]) if s else (1, 0)
 
 
-def _as_3d(x: Array, axis: int | None) -> tuple[Array, tuple[int, ...]]:
+def _as_3d(x: Array, axis: int | None) -> tuple[Array, tuple[tuple[int, int], ...]]:
     """x as a (outer, n, inner) view, copying x first if its layout does not fold."""
     for _attempt in range(2):
         if axis is None:
@@ -136,7 +136,7 @@ def _as_3d(x: Array, axis: int | None) -> tuple[Array, tuple[int, ...]]:
             outer = _fold(x, tuple(range(axis)))
             inner = _fold(x, tuple(range(axis + 1, x.ndim)))
             parts = (None if outer is None or inner is None
-                     else (outer, (x.shape[axis], x.strides[axis]), inner))
+                     else (outer, (int(x.shape[axis]), int(x.strides[axis])), inner))
         if parts is not None:
             return B.view(x, [p[0] for p in parts], [p[1] for p in parts]), parts
         x = copy(x)
@@ -174,7 +174,9 @@ def reduce(op: str, kind: str, x: Any, axis: Any, keepdims: bool, out: Any,
     if folded[0] is None or folded[1] is None:
         target = empty(out_shape, dtype)
         folded = (_fold(target, split[0]), _fold(target, split[1]))
-    (mo, so), (ko, sk) = folded
+    outer, inner = folded
+    assert outer is not None and inner is not None  # a new array always folds
+    (mo, so), (ko, sk) = outer, inner
     out3 = B.view(target, (mo, 1, ko), (so, 0, sk))
 
     init = _identity(kind, dtype)

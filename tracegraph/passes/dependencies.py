@@ -89,7 +89,7 @@ def transitive_reduction(program: Program) -> Program:
     if all(g.in_degree(v) <= 1 for v in g):
         return program  # a forest: nothing is implied twice
     ancestors: dict[int, int] = {}
-    implied = []
+    implied: list[tuple[int, int]] = []
     for v in sorted(g.nodes):
         preds = list(g.predecessors(v))
         mask = 0

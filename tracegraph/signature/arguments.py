@@ -133,9 +133,11 @@ def alias_groups(infos: list[ArrayInfo | None]) -> list[tuple[int, int] | None]:
     spans = []
     groups: list[list[tuple[int, int]]] = []  # [(leaf, lo)]
     for i in arrays_at:
-        lo, hi = infos[i].extent
+        info = infos[i]
+        assert info is not None
+        lo, hi = info.extent
         if hi > lo:
-            spans.append((infos[i].placement, (lo, hi), i))
+            spans.append((info.placement, (lo, hi), i))
         else:
             groups.append([(i, lo)])
     spans.sort(key=lambda s: (s[0], s[1][0]))

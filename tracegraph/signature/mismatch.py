@@ -53,7 +53,8 @@ def _sharing_diffs(expected: tuple, call: Any) -> list[str]:
     for n, i in enumerate(at):
         for j in at[n + 1:]:
             was = expected[i].buffer == expected[j].buffer
-            now = groups[i][0] == groups[j][0]
+            gi, gj = groups[i], groups[j]
+            now = gi is not None and gj is not None and gi[0] == gj[0]
             if was != now:
                 a, b = call.paths[i], call.paths[j]
                 diffs.append(f"arguments {a} and {b} " + (

@@ -69,18 +69,20 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
                    aliased_inputs(tracer.buffers, inputs, infos))
 
 
-def aliased_inputs(buffers: list[Buffer], inputs: list[InputLeaf],
+def aliased_inputs(buffers: tuple[Buffer, ...] | list[Buffer], inputs: list[InputLeaf],
                    infos: list[arguments.ArrayInfo | None]) -> frozenset[tuple[int, int]]:
     """(device input buffer, captured buffer) pairs whose bytes overlap in this call."""
     captured = [(b.address, b.address + b.nbytes, b.id) for b in buffers
                 if b.kind == EXTERNAL and b.nbytes]
     if not captured:
         return frozenset()
-    pairs = set()
+    pairs: set[tuple[int, int]] = set()
     for inp in inputs:
         if inp.kind != "array" or inp.staging is not None:
             continue
-        lo, hi = infos[inp.index].extent
+        info = infos[inp.index]
+        assert info is not None
+        lo, hi = info.extent
         pairs.update((inp.buffer, b) for x, y, b in captured if x < hi and lo < y)
     return frozenset(pairs)
 
@@ -161,8 +163,8 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
             # a copy: into pinned memory for NumPy results, into fresh device memory for a
             # view of a caller's array (which the caller may reuse)
             start, stop = view.byte_range()
-            kind = STAGING if not device_mode else TEMP
-            dst = tracer.new_buffer(stop - start, kind, f"{path}")
+            dst_kind = STAGING if not device_mode else TEMP
+            dst = tracer.new_buffer(stop - start, dst_kind, f"{path}")
             tracer.copy(_bytes_view(dst, 0, stop - start),
                         _bytes_view(view.buffer, start, stop - start), f"copy out {path}",
                         CopyRole.OUTPUT, _def_location(fn))
@@ -202,6 +204,7 @@ def _mark_written_and_write_back(tracer: Tracer, inputs: list[InputLeaf]) -> lis
                 inp.buffer not in copied_back:
             copied_back.add(inp.buffer)
             n = tracer.buffers[inp.buffer].nbytes
+            assert inp.staging is not None  # a host input
             tracer.copy(_bytes_view(inp.staging, 0, n), _bytes_view(inp.buffer, 0, n),
                         f"write back {inp.path}", CopyRole.WRITE_BACK)
         out.append(replace(inp, written=is_written))

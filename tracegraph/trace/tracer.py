@@ -17,6 +17,7 @@ from ..ir import (
     TEMP,
     Access,
     Buffer,
+    BufferKind,
     Copy,
     CopyRole,
     EventUse,
@@ -46,7 +47,8 @@ class Tracer:
         self._external_refs: list[Any] = []
         self._warned_stream = False
 
-    def new_buffer(self, nbytes: int, kind: str, name: str = "", *, input_index: int | None = None,
+    def new_buffer(self, nbytes: int, kind: BufferKind, name: str = "", *,
+                   input_index: int | None = None,
                    external: Any = None, address: int = 0) -> int:
         b = Buffer(len(self.buffers), int(nbytes), kind, name or f"{kind}{len(self.buffers)}",
                    input_index, external, address)

@@ -101,7 +101,7 @@ class GraphBuilder:
 
     # -- one builder per node kind --------------------------------------------------
     def _kernel(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:
-        launch = node.op.data
+        launch = node.op.launch
         key = (id(launch.kernel), node.argtypes)
         compiled = self._kernels.get(key)
         if compiled is None:
@@ -126,7 +126,7 @@ class GraphBuilder:
         return parent.launch(config, kernel, *args)
 
     def _memcpy(self, built: BuiltGraph, node: PlanNode, parent: Any, has_deps: bool) -> Any:
-        dst, src = node.op.data.dst, node.op.data.src
+        dst, src = node.op.copy.dst, node.op.copy.src
         copy = [self.target(dst.buffer) + dst.offset, self.target(src.buffer) + src.offset,
                 node.nbytes]
         built.copies[node.index] = copy
@@ -136,12 +136,12 @@ class GraphBuilder:
         return parent.join() if has_deps else built.gdef.empty()
 
     def _memset(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:  # noqa: ARG002
-        fill = node.op.data
+        fill = node.op.fill
         return parent.memset(self.target(fill.dst.buffer) + fill.dst.offset,
                              int(fill.value) & 0xFF, node.nbytes)
 
     def _host(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:  # noqa: ARG002
-        return parent.callback(self.guard(node.op.data.fn, node))
+        return parent.callback(self.guard(node.op.host_call.fn, node))
 
     def _event(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:
         # made on a placeholder event, then pointed at the caller's (cuda.core cannot
@@ -150,7 +150,7 @@ class GraphBuilder:
         built.events.append(placeholder)
         record = node.kind == OpKind.EVENT_RECORD
         g = parent.record(placeholder) if record else parent.wait(placeholder)
-        self.platform.set_event(g, record, node.op.data.event)
+        self.platform.set_event(g, record, node.op.event.event)
         return g
 
     # -- around the plan's nodes ------------------------------------------------------

@@ -305,7 +305,7 @@ def _array_at(address: int, shape: tuple, strides: tuple, dtype: np.dtype,
         step = (n - 1) * s
         lo, hi = (lo + step, hi) if step < 0 else (lo, hi + step)
     span = (ctypes.c_uint8 * (hi - lo + dtype.itemsize)).from_address(address + lo)
-    host = np.ndarray(shape, dtype, buffer=span, offset=-lo, strides=strides)
+    host = np.ndarray(shape, dtype, buffer=memoryview(span), offset=-lo, strides=strides)
     if readonly:  # compiled for a read-only array: a store fails, as Numba's typing does
         host.flags.writeable = False
     return _numba.simulator_array(host)

@@ -10,7 +10,6 @@ import numpy as np
 
 from ...ir import BufferKind
 from ...plan import Plan, ReplayTable
-from ...signature import describe
 
 _DEVICE = (BufferKind.TEMP, BufferKind.HOST_INPUT)
 _PINNED = (BufferKind.STAGING, BufferKind.HOST_CONSTANT)
@@ -28,7 +27,7 @@ class GraphMemory:
             if b.kind in _DEVICE or b.kind in _PINNED:
                 self._own(b.id, self._allocate(b.id))
             elif b.kind == BufferKind.EXTERNAL:
-                self.base[b.id] = describe(b.external).extent[0]
+                self.base[b.id] = b.address
             elif b.kind == BufferKind.DEVICE_INPUT:
                 self.base[b.id] = first_call.get(b.id, 0)
         # result buffers: the allocations each rotates through (held by the ring alone, so

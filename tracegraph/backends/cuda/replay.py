@@ -39,7 +39,7 @@ class Replayer:
         for buffer, places in plan.pointer_slots.items():
             for node, pos, offset in places:
                 self.slots.setdefault(buffer, {}).setdefault(node, []).append((pos, offset))
-        self.built: BuiltGraph | None = None
+        self.built: BuiltGraph = None  # type: ignore[assignment]  # attach() sets it
 
     def attach(self, built: BuiltGraph) -> None:
         """Replay this (new) graph: forget what was cached about the old one."""
@@ -149,7 +149,7 @@ class Replayer:
                 patch.apply(slots, base)
             elif node.kind == OpKind.MEMCPY:
                 copy = built.copies[index]
-                dst, src = node.op.data.dst, node.op.data.src
+                dst, src = node.op.copy.dst, node.op.copy.src
                 if dst.buffer == buffer:
                     copy[0] = base + dst.offset
                 if src.buffer == buffer:
@@ -157,7 +157,7 @@ class Replayer:
                 if copy[2]:  # a 0-byte copy is an empty node, which takes no update
                     self._view(index).update(dst=copy[0], src=copy[1], size=copy[2])
             elif node.kind == OpKind.MEMSET:
-                fill = node.op.data
+                fill = node.op.fill
                 self._view(index).update(dst=base + fill.dst.offset,
                                          value=int(fill.value) & 0xFF, width=node.nbytes)
         except Exception as exc:
