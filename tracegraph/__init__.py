@@ -17,7 +17,7 @@ from .lower import Plan
 from .trace import Array, access, callback, empty, empty_like, record, wait, zeros, zeros_like
 from .visualize import visualize
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Array", "CompiledFunction", "CudaError", "LoweringError", "Plan", "Program",
