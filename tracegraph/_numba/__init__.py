@@ -11,12 +11,11 @@
 from __future__ import annotations
 
 from .access import (
-    GlobalRef,
     KernelAccess,
     infer_kernel_access,
     infer_param_access,
-    unknown_globals,
 )
+from .captured import GlobalRef, unknown_globals
 from .devicearrays import (
     allocation_refs,
     device_address,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .captured import GlobalRef, holds_arrays, is_device_array
 from .kernels import is_device_function, kernel_py_func
 
 _META_ATTRS = frozenset({"shape", "size", "ndim", "dtype", "strides", "itemsize", "nbytes",
@@ -21,39 +22,6 @@ _META_ATTRS = frozenset({"shape", "size", "ndim", "dtype", "strides", "itemsize"
 _NO_ACCESS_GLOBALS = frozenset({len})
 _inference_cache: weakref.WeakKeyDictionary[Callable, dict] = weakref.WeakKeyDictionary()
 _inference_lock = threading.Lock()
-
-
-@dataclass(frozen=True)
-class GlobalRef:
-    """A device array a kernel names by a global or closure variable: found again from the
-    function's namespace at every trace, so a rebound name is followed."""
-    func: Any                 # a weak reference to the Python function whose namespace holds it
-    path: tuple[str, ...]     # ("name", "attr", ...) or ("<closure>", name, "attr", ...)
-
-    def resolve(self) -> Any:
-        func = self.func()
-        if func is None:
-            return None
-        head, rest = self.path[0], self.path[1:]
-        if head == "<closure>":
-            names = func.__code__.co_freevars
-            cell = (func.__closure__ or ())[names.index(rest[0])]
-            try:
-                value = cell.cell_contents
-            except ValueError:
-                return None
-            rest = rest[1:]
-        else:
-            value = func.__globals__.get(head)
-        for attr in rest:
-            value = getattr(value, attr, None)
-        return value
-
-    def describe(self) -> str:
-        func = self.func()
-        where = getattr(func, "__name__", "?")
-        path = self.path[1:] if self.path[0] == "<closure>" else self.path
-        return f"{'.'.join(path)} (named in {where})"
 
 
 @dataclass(frozen=True)
@@ -127,19 +95,6 @@ def _constant_index_rank(index: Any) -> int:
         ranks = [_constant_index_rank(i) for i in index]
         return -1 if any(r < 0 for r in ranks) else sum(ranks)
     return 1
-
-
-def _is_device_array(value: Any) -> bool:
-    """Numba device arrays and anything exposing the CUDA Array Interface (captured by
-    address); NumPy globals are compile-time constants."""
-    from .devicearrays import is_simulated_device_array
-    return hasattr(type(value), "__cuda_array_interface__") or is_simulated_device_array(value)
-
-
-def _holds_arrays(value: Any) -> bool:
-    if _is_device_array(value):
-        return True
-    return type(value) is tuple and any(_holds_arrays(v) for v in value)
 
 
 class _AccessInference:
@@ -253,12 +208,12 @@ class _AccessInference:
     def _global(self, target: str, value: Any, path: tuple[str, ...]) -> None:
         self._constant(target, value)
         self.globals[target] = (value, path)
-        if not _holds_arrays(value):
+        if not holds_arrays(value):
             return
         key = ("global", id(self.func), path)
         if key not in self.refs:
             self.refs[key] = GlobalRef(weakref.ref(self.func), path)
-        rank = len(getattr(value, "shape", ())) if _is_device_array(value) else -1
+        rank = len(getattr(value, "shape", ())) if is_device_array(value) else -1
         if rank > 0 and getattr(getattr(value, "dtype", None), "names", None):
             self.records.add(key)
         self.alias.setdefault(target, set()).add((key, rank if rank > 0 else -1))
@@ -399,25 +354,9 @@ class _AccessInference:
         read and written."""
         func = kernel_py_func(fn)
         for name, value in getattr(func, "__globals__", {}).items():
-            if name in func.__code__.co_names and _holds_arrays(value):
+            if name in func.__code__.co_names and holds_arrays(value):
                 key = ("global", id(func), (name,))
                 self.refs.setdefault(key, GlobalRef(weakref.ref(func), (name,)))
                 self.reads.add(key)
                 self.writes.add(key)
 
-
-def unknown_globals(kernel: Any) -> tuple[tuple[GlobalRef, str], ...]:
-    """For a kernel whose IR could not be read: every array its code names as a global
-    or closure variable, read and written."""
-    func = kernel_py_func(kernel)
-    code = func.__code__
-    found = [(GlobalRef(weakref.ref(func), (name,)), "rw") for name in code.co_names
-             if _holds_arrays(func.__globals__.get(name))]
-    for name, cell in zip(code.co_freevars, func.__closure__ or ()):
-        try:
-            value = cell.cell_contents
-        except ValueError:
-            continue
-        if _holds_arrays(value):
-            found.append((GlobalRef(weakref.ref(func), ("<closure>", name)), "rw"))
-    return tuple(found)

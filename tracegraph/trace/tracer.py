@@ -85,26 +85,7 @@ class Tracer:
         where = user_location(3)
         name = _numba.kernel_name(kernel)
         self.launches += 1
-        if _numba.is_device_function(kernel):
-            raise TraceError(f"{name} is a device function (@cuda.jit(device=True)), which "
-                             "cannot be launched", where=where,
-                             fix=f"call {name} from a kernel, or define it without device=True")
-        if _numba.kernel_extensions(kernel):
-            raise TraceError(f"kernel {name} has argument extensions (kernel.extensions), "
-                             "which convert arguments at each eager launch in ways a graph "
-                             "cannot replay", where=where,
-                             fix=f"launch {name} without extensions inside a traced function")
-        if _numba.kernel_is_debug(kernel):
-            raise TraceError(f"kernel {name} was compiled with debug=True: it reads back an "
-                             "error code after every launch, so it cannot live in a graph",
-                             where=where, fix=f"define {name} with @cuda.jit (debug=False) for "
-                                              "use in a tracegraph function")
-        if _numba.uses_grid_sync(kernel):
-            raise TraceError(f"kernel {name} synchronizes the whole grid "
-                             "(cuda.cg.this_grid().sync()): that needs a cooperative launch, "
-                             "which cannot be a node of an explicit CUDA graph here",
-                             where=where, fix=f"split {name} at the grid sync into two kernels "
-                                              "launched one after the other")
+        _check_launchable(kernel, name, where)
         if stream and not self._warned_stream:
             self._warned_stream = True
             warnings.warn(f"{where}: a stream given to {name} inside a traced function is "
@@ -115,18 +96,7 @@ class Tracer:
         records = frozenset(i for i, a in enumerate(traced_args)
                             if any(v.dtype.names for v in _views(a)))
         found = _kernel_access(kernel, ndims, records)
-        accesses = []
-        for i, (arg, mode) in enumerate(zip(traced_args, found.params)):
-            if mode:
-                for v in _views(arg):
-                    if v.readonly and "w" in mode and i in found.stored:
-                        raise TraceError(f"kernel {name} stores to argument {i}, a read-only "
-                                         "array (eager Numba refuses to compile that)",
-                                         where=where,
-                                         fix="pass a writable array (e.g. a copy), or do not "
-                                             "write it in the kernel")
-                    start, stop = v.byte_range()
-                    accesses.append(Access(v.buffer, start, stop, mode))
+        accesses = _argument_accesses(traced_args, found, name, where)
         accesses += self._captured_accesses(found.globals, name, where)
         self.ops.append(Op(OpKind.KERNEL, name, tuple(accesses), where,
                            Launch(kernel, _dim3(griddim), _dim3(blockdim), int(sharedmem or 0),
@@ -261,6 +231,48 @@ class Tracer:
                                                  Access(src.buffer, *b, "r")),
                            where, Copy(dst, src, role)))
 
+
+
+def _check_launchable(kernel: Any, name: str, where: str) -> None:
+    """Refuse what cannot be a node of a graph, at the launch's line."""
+    if _numba.is_device_function(kernel):
+        raise TraceError(f"{name} is a device function (@cuda.jit(device=True)), which "
+                         "cannot be launched", where=where,
+                         fix=f"call {name} from a kernel, or define it without device=True")
+    if _numba.kernel_extensions(kernel):
+        raise TraceError(f"kernel {name} has argument extensions (kernel.extensions), "
+                         "which convert arguments at each eager launch in ways a graph "
+                         "cannot replay", where=where,
+                         fix=f"launch {name} without extensions inside a traced function")
+    if _numba.kernel_is_debug(kernel):
+        raise TraceError(f"kernel {name} was compiled with debug=True: it reads back an "
+                         "error code after every launch, so it cannot live in a graph",
+                         where=where, fix=f"define {name} with @cuda.jit (debug=False) for "
+                                          "use in a tracegraph function")
+    if _numba.uses_grid_sync(kernel):
+        raise TraceError(f"kernel {name} synchronizes the whole grid "
+                         "(cuda.cg.this_grid().sync()): that needs a cooperative launch, "
+                         "which cannot be a node of an explicit CUDA graph here",
+                         where=where, fix=f"split {name} at the grid sync into two kernels "
+                                          "launched one after the other")
+
+
+def _argument_accesses(traced_args: tuple, found: Any, name: str, where: str) -> list[Access]:
+    """One Access per array argument the kernel touches, in the mode it uses it; a store
+    to a read-only one is refused (eager Numba refuses to compile it)."""
+    accesses = []
+    for i, (arg, mode) in enumerate(zip(traced_args, found.params)):
+        if not mode:
+            continue
+        for v in _views(arg):
+            if v.readonly and "w" in mode and i in found.stored:
+                raise TraceError(f"kernel {name} stores to argument {i}, a read-only array "
+                                 "(eager Numba refuses to compile that)", where=where,
+                                 fix="pass a writable array (e.g. a copy), or do not write it "
+                                     "in the kernel")
+            start, stop = v.byte_range()
+            accesses.append(Access(v.buffer, start, stop, mode))
+    return accesses
 
 def _dim3(d: Any) -> tuple[int, int, int]:
     if isinstance(d, (int, np.integer)):

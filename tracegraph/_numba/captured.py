@@ -1,0 +1,72 @@
+"""The device arrays a kernel's code names as globals or closure variables: Numba captures
+them by address, so they are memory the kernel can touch like its parameters."""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from .kernels import kernel_py_func
+
+
+@dataclass(frozen=True)
+class GlobalRef:
+    """A device array a kernel names by a global or closure variable: found again from the
+    function's namespace at every trace, so a rebound name is followed."""
+    func: Any                 # a weak reference to the Python function whose namespace holds it
+    path: tuple[str, ...]     # ("name", "attr", ...) or ("<closure>", name, "attr", ...)
+
+    def resolve(self) -> Any:
+        func = self.func()
+        if func is None:
+            return None
+        head, rest = self.path[0], self.path[1:]
+        if head == "<closure>":
+            names = func.__code__.co_freevars
+            cell = (func.__closure__ or ())[names.index(rest[0])]
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                return None
+            rest = rest[1:]
+        else:
+            value = func.__globals__.get(head)
+        for attr in rest:
+            value = getattr(value, attr, None)
+        return value
+
+    def describe(self) -> str:
+        func = self.func()
+        where = getattr(func, "__name__", "?")
+        path = self.path[1:] if self.path[0] == "<closure>" else self.path
+        return f"{'.'.join(path)} (named in {where})"
+
+
+def is_device_array(value: Any) -> bool:
+    """Numba device arrays and anything exposing the CUDA Array Interface (captured by
+    address); NumPy globals are compile-time constants."""
+    from .devicearrays import is_simulated_device_array
+    return hasattr(type(value), "__cuda_array_interface__") or is_simulated_device_array(value)
+
+
+def holds_arrays(value: Any) -> bool:
+    if is_device_array(value):
+        return True
+    return type(value) is tuple and any(holds_arrays(v) for v in value)
+
+
+def unknown_globals(kernel: Any) -> tuple[tuple[GlobalRef, str], ...]:
+    """For a kernel whose IR could not be read: every array its code names as a global
+    or closure variable, read and written."""
+    func = kernel_py_func(kernel)
+    code = func.__code__
+    found = [(GlobalRef(weakref.ref(func), (name,)), "rw") for name in code.co_names
+             if holds_arrays(func.__globals__.get(name))]
+    for name, cell in zip(code.co_freevars, func.__closure__ or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        if holds_arrays(value):
+            found.append((GlobalRef(weakref.ref(func), ("<closure>", name)), "rw"))
+    return tuple(found)
