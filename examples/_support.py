@@ -62,15 +62,17 @@ def host(x: Any) -> np.ndarray:
     return np.asarray(x.copy_to_host() if hasattr(x, "copy_to_host") else x)
 
 
-def check(name: str, got: Any, want: Any, rtol: float = 1e-5, atol: float = 1e-6) -> None:
-    """Assert `got` matches the NumPy reference `want`; print a PASS line."""
+def check(name: str, got: Any, want: Any, rtol: float = 1e-5, atol: float = 1e-6,
+          quiet: bool = False) -> None:
+    """Assert `got` matches the NumPy reference `want`; print a PASS line (unless quiet)."""
     got = host(got)
     want = np.asarray(want)
     assert got.shape == want.shape, f"{name}: shape {got.shape}, NumPy gives {want.shape}"
     err = float(np.max(np.abs(got.astype(np.float64) - want))) if got.size else 0.0
     assert np.allclose(got, want, rtol=rtol, atol=atol), \
         f"{name}: differs from NumPy (max abs error {err:.3g})"
-    print(f"PASS {name}: matches NumPy (max abs error {err:.2g})")
+    if not quiet:
+        print(f"PASS {name}: matches NumPy (max abs error {err:.2g})")
 
 
 def device(*arrays: np.ndarray) -> list[Any]:

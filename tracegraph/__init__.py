@@ -4,24 +4,38 @@ from __future__ import annotations
 
 from . import ops
 from .api import CompiledFunction, compile
+from .cache import CacheInfo
 from .errors import (
-                     CudaError,
-                     LoweringError,
-                     SignatureError,
-                     TraceError,
-                     TracegraphError,
-                     VerifyError,
+                    CudaError,
+                    LoweringError,
+                    SignatureError,
+                    TraceError,
+                    TracegraphError,
+                    VerifyError,
 )
 from .ir import Program, verify
 from .lower import Plan
-from .trace import Array, access, callback, empty, empty_like, record, wait, zeros, zeros_like
+from .pytree import register_pytree_node
+from .trace import (
+                    Array,
+                    access,
+                    callback,
+                    empty,
+                    empty_like,
+                    length,
+                    record,
+                    wait,
+                    zeros,
+                    zeros_like,
+)
+from .traced import DynamicScalar
 from .visualize import visualize
 
 __version__ = "0.2.0"
 
 __all__ = [
-    "Array", "CompiledFunction", "CudaError", "LoweringError", "Plan", "Program",
-    "SignatureError", "TraceError", "TracegraphError", "VerifyError", "access", "callback",
-    "compile", "empty", "empty_like", "ops", "record", "verify", "visualize", "wait", "zeros",
-    "zeros_like",
+    "Array", "CacheInfo", "CompiledFunction", "CudaError", "DynamicScalar", "LoweringError",
+    "Plan", "Program", "SignatureError", "TraceError", "TracegraphError", "VerifyError",
+    "access", "callback", "compile", "empty", "empty_like", "length", "ops", "record",
+    "register_pytree_node", "verify", "visualize", "wait", "zeros", "zeros_like",
 ]

@@ -1,18 +1,20 @@
-"""`tg.compile` and CompiledFunction: signature cache, trace -> passes -> lower -> backend."""
+"""`tg.compile` and CompiledFunction: signature -> cache -> trace -> passes -> lower ->
+backend; dynamic sizes through dynamic.py, the graphs held through cache.py."""
 from __future__ import annotations
 
 import functools
 import inspect
 import logging
+import sys
 import threading
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from . import _numba, backends, config
+from . import _numba, backends, config, dynamic
+from .cache import CacheInfo, Compiled, GraphCache
 from .errors import SignatureError, TraceError
-from .ir import EXTERNAL, Program
+from .ir import Program
 from .lower import Plan, lower
 from .passes import run_passes
 from .signature import Call, CallAnalyzer, alias_groups, describe_mismatch, hashable, static_key
@@ -20,27 +22,18 @@ from .trace import aliased_inputs, trace_function, user_location
 
 log = logging.getLogger("tracegraph.api")
 
-MANY_GRAPHS = 16  # warn once a function has compiled this many graphs
-
-@dataclass(frozen=True)
-class Compiled:
-    """One signature's compiled graph."""
-    key: tuple
-    program: Program
-    plan: Plan
-    executable: Any
-
-    @property
-    def captured(self) -> bool:
-        """Does the graph use device arrays captured by address (whose overlap with the
-        inputs is part of what was compiled)?"""
-        return any(b.kind == EXTERNAL for b in self.program.buffers)
+MANY_GRAPHS = 16  # warn once a function has compiled this many graphs (none dynamic)
+LENGTH = "<length>"  # the hidden last leaf of a dynamic call: its true length
 
 
 class CompiledFunction:
-    """A traced function: one compiled graph per input signature."""
+    """A traced function: one compiled graph per input signature (per bucket, for dynamic
+    sizes)."""
 
-    def __init__(self, fn: Callable, backend: str = "auto"):
+    def __init__(self, fn: Callable, backend: str = "auto", *,
+                 dynamic: dict[str, Any] | None = None, buckets: Any = None,
+                 max_size: int | None = None, pad: Any = 0, grow: bool = False,
+                 max_graphs: int | None = None):
         if backend not in backends.BACKENDS:
             raise TraceError(f"unknown backend {backend!r}", where=user_location(3),
                              fix=f"use one of {backends.BACKENDS}")
@@ -53,13 +46,17 @@ class CompiledFunction:
         self._fn = fn
         self._backend_choice = backend
         self._backend: str | None = None
-        self._cache: dict[tuple, Compiled] = {}
+        self._spec = dynamic_spec = _dynamic_spec(dynamic, buckets, max_size, pad, grow)
+        self._cache = GraphCache(max_graphs)
         self._latest: Compiled | None = None
         self._lock = threading.RLock()
+        self._written: set[int] = set()  # leaves some compiled graph writes (dynamic calls)
+        self._arena: Any = None  # the memory its graphs share (backends.new_arena)
         functools.update_wrapper(self, fn)
         if not hasattr(self, "__qualname__"):  # a callable object or a partial
             self.__qualname__ = getattr(fn, "__name__", type(fn).__name__)
-        self._calls = CallAnalyzer(fn, self.__qualname__)
+        scalars = frozenset() if dynamic_spec is None else dynamic_spec.scalars | {LENGTH}
+        self._calls = CallAnalyzer(fn, self.__qualname__, scalars)
 
     # -- public ---------------------------------------------------------------
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -81,38 +78,48 @@ class CompiledFunction:
         Inside another compiled function's trace, its launches join that trace."""
         if _numba.current_tracer() is not None:
             return self._fn(*args, **kwargs)
-        call = self._calls.analyze(args, kwargs)
-        entry = self._cache.get(call.key)
-        if entry is not None and entry.captured:
-            entry = self._for_captured(entry, call, compile_missing=True)
-        if entry is None:
-            entry = self._compile(call)
-        return entry.executable.run(call.leaves, call.infos, stream)
+        return self._run(self._calls.analyze(args, kwargs), stream, compile_missing=True)
 
     def replay(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
         """Replay an already compiled signature; never traces (inside another compiled
         function's trace, its launches join that trace)."""
         if _numba.current_tracer() is not None:
             return self._fn(*args, **kwargs)
-        call = self._calls.analyze(args, kwargs)
-        entry = self._cache.get(call.key)
-        if entry is not None and entry.captured:
-            entry = self._for_captured(entry, call, compile_missing=False)
-        if entry is None:
-            raise self._signature_error(call)
-        return entry.executable.run(call.leaves, call.infos, stream)
+        return self._run(self._calls.analyze(args, kwargs), stream, compile_missing=False)
 
     def trace(self, *args: Any, **kwargs: Any) -> Program:
         """The Program (dependency DAG) for these arguments; nothing runs."""
-        return self._trace(self._calls.analyze(args, kwargs))
+        call = self._calls.analyze(args, kwargs)
+        if self._spec is not None and self._spec.axes:
+            call = self._padded(call)[0]
+        return self._trace(call)
 
     def lower(self, *args: Any, **kwargs: Any) -> Plan:
         """The Plan (explicit graph nodes) for these arguments; nothing runs."""
         return lower(self.trace(*args, **kwargs))
 
+    def warmup(self, *args: Any, **kwargs: Any) -> None:
+        """Compile every bucket now (largest first, as serving stacks do, so shared memory
+        is sized once), from example arguments of any length; a progress bar on a
+        terminal. Without dynamic=, compiles the signature of these arguments."""
+        call = self._calls.analyze(args, kwargs)
+        if self._spec is None or not self._spec.axes:
+            self._run(call, None, compile_missing=True, launch=False)
+            return
+        sizes = sorted(self._spec.sizes(), reverse=True)
+        for b in _progress(sizes, f"tracegraph: warming up {self.__qualname__}"):
+            resized = dynamic.resized_call(self._spec, call, b, self.__qualname__)
+            self._run(self._calls.from_leaves(*resized), None, compile_missing=True,
+                      launch=False)
+
+    def cache_info(self) -> CacheInfo:
+        """Graphs held, hits and misses per bucket, updates vs instantiations, evictions,
+        device bytes held."""
+        return self._cache.info()
+
     @property
     def compiled(self) -> tuple[Compiled, ...]:
-        return tuple(self._cache.values())
+        return tuple(self._cache.entries.values())
 
     @property
     def latest(self) -> Compiled | None:
@@ -124,12 +131,43 @@ class CompiledFunction:
         with self._lock:
             self._cache.clear()
             self._latest = None
+            self._arena = None
             self._calls.forget()
 
     def __repr__(self) -> str:
         return f"<tracegraph.CompiledFunction {self.__qualname__}: {len(self._cache)} graphs>"
 
-    # -- internals ------------------------------------------------------------
+    # -- running ------------------------------------------------------------------
+    def _run(self, call: Call, stream: Any, *, compile_missing: bool,
+             launch: bool = True) -> Any:
+        padded = None
+        if self._spec is not None and self._spec.axes:
+            call, padded = self._padded(call)
+        entry = self._entry(call, compile_missing)
+        if not launch:
+            return None
+        result = entry.executable.run(call.leaves, call.infos, stream)
+        if padded is None:
+            return result
+        return dynamic.finish(entry, padded, result)
+
+    def _padded(self, call: Call) -> tuple[Call, Any]:
+        """A dynamic call padded to its bucket, with its true length as the last leaf."""
+        padded = dynamic.pad_call(self._spec, call.leaves, call.paths, call.infos,
+                                  self.__qualname__, self._written if self._cache else None)
+        return self._calls.from_leaves([*padded.leaves, padded.n], [*call.paths, LENGTH],
+                                       call.tree), padded
+
+    def _entry(self, call: Call, compile_missing: bool) -> Compiled:
+        entry = self._cache.get(call.key)
+        if entry is not None and entry.captured:
+            entry = self._for_captured(entry, call, compile_missing=compile_missing)
+        if entry is None:
+            if not compile_missing:
+                raise self._signature_error(call)
+            entry = self._compile(call)
+        return entry
+
     def _for_captured(self, entry: Compiled, call: Call, *, compile_missing: bool) -> Any:
         """The graph compiled for how this call's device inputs overlap the captured
         arrays (ordering between them depends on it), compiling it if asked."""
@@ -144,10 +182,12 @@ class CompiledFunction:
             variant = self._compile(call.with_key(key))
         return variant
 
+    # -- compiling ------------------------------------------------------------------
     def _trace(self, call: Call) -> Program:
         groups = alias_groups(call.infos)
+        scalars = frozenset(i for i, p in enumerate(call.paths) if p in self._calls.scalars)
         return run_passes(trace_function(self._fn, call.leaves, call.paths, call.tree,
-                                         call.infos, groups))
+                                         call.infos, groups, scalars))
 
     def _compile(self, call: Call) -> Compiled:
         with self._lock:
@@ -157,13 +197,26 @@ class CompiledFunction:
             backend = self.backend
             program = self._trace(call)
             plan = lower(program)
-            executable = backends.build(plan, backend, call.infos)
-            entry = Compiled(call.key, program, plan, executable)
-            self._cache[call.key] = entry
+            bucket: int = 0
+            axes: tuple[tuple[int, ...], ...] = ()
+            if self._spec is not None and self._spec.axes:
+                bucket = dynamic.bucket_of(self._spec, call)
+                axes = dynamic.result_axes(self._spec, call, program, self._trace)
+            topology = tuple((n.kind, n.deps) for n in plan.nodes)
+            victim = self._cache.take_over(topology)
+            if self._arena is None:
+                self._arena = backends.new_arena(backend)
+            executable = backends.build(plan, backend, call.infos,
+                                        victim.executable if victim is not None else None,
+                                        self._arena)
+            updated = getattr(executable, "updated", False)
+            entry = Compiled(call.key, program, plan, executable, bucket, axes)
+            self._cache.put(entry, updated)
+            self._written.update(i.index for i in program.inputs if i.written)
             self._latest = entry
-            log.info("compiled %s for a new signature on %s: %d nodes", self.__qualname__,
-                     backend, len(plan.nodes))
-            if len(self._cache) == MANY_GRAPHS:
+            log.info("compiled %s for a new signature on %s: %d nodes (%s)", self.__qualname__,
+                     backend, len(plan.nodes), "updated in place" if updated else "instantiated")
+            if len(self._cache) == MANY_GRAPHS and self._spec is None:
                 self._warn_many_graphs()
             return entry
 
@@ -171,7 +224,7 @@ class CompiledFunction:
         """Each new value of a Python scalar argument compiles a new graph: say which ones
         keep changing, once, when a function reaches MANY_GRAPHS graphs."""
         values: dict[str, set] = {}
-        for entry in self._cache.values():
+        for entry in self._cache.entries.values():
             for inp in entry.program.inputs:
                 if inp.kind == "static" and hashable(inp.value):
                     values.setdefault(inp.path, set()).add(static_key(inp.value))
@@ -182,18 +235,18 @@ class CompiledFunction:
         filename, _, line = user_location(2).rpartition(":")
         warnings.warn_explicit(
             f"{self.__qualname__} has compiled {len(self._cache)} graphs, one per signature: "
-            f"{why}. Each costs a trace and a graph build. Pass values that change on every "
-            "call as device arrays (e.g. a 1-element array read by the kernel), or call "
-            f"{self.__qualname__}.clear() to drop graphs no longer needed",
-            UserWarning, filename or "?", int(line) if line.isdigit() else 0)
+            f"{why}. Each costs a trace and a graph build. Declare values that change on "
+            f'every call dynamic (tg.compile(dynamic={{"name": "value"}})), pass them as '
+            f"device arrays, or call {self.__qualname__}.clear() to drop graphs no longer "
+            "needed", UserWarning, filename or "?", int(line) if line.isdigit() else 0)
 
     def _signature_error(self, call: Call) -> SignatureError:
-        where = user_location(3)
+        where = user_location(4)
         name = self.__qualname__
         if not self._cache:
             return SignatureError(f"{name}.replay() was called before anything was compiled",
                                   where=where, fix=f"call {name}(...) once to trace and compile")
-        best = min(self._cache.values(), key=lambda e: _distance(e.key, call.key))
+        best = min(self._cache.entries.values(), key=lambda e: _distance(e.key, call.key))
         diffs = describe_mismatch(best.program, call, self._calls.positional_names)
         known = len(self._cache)
         return SignatureError(f"{name}.replay() got arguments that match none of its {known} "
@@ -226,13 +279,34 @@ class BoundCompiledFunction:
         return getattr(self._fn, name)
 
 
+def _dynamic_spec(dynamic_: Any, buckets: Any, max_size: Any, pad: Any, grow: bool) -> Any:
+    return dynamic.DynamicSpec.make(dynamic_, buckets, max_size, pad, grow)
+
+
 def _distance(a: tuple, b: tuple) -> int:
     return sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b)) * 10
 
 
-def compile(fn: Callable | None = None, *, backend: str = "auto") -> Any:
-    """Decorator: `@tg.compile` or `@tg.compile(backend="sim")`."""
+def _progress(items: list, what: str) -> Any:
+    """A progress bar on a terminal (tqdm, where installed), the items as they are else."""
+    if not sys.stderr.isatty():
+        return items
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return items
+    return tqdm(items, desc=what, unit="graph")
+
+
+def compile(fn: Callable | None = None, *, backend: str = "auto",
+            dynamic: dict[str, Any] | None = None, buckets: Any = None,
+            max_size: int | None = None, pad: Any = 0, grow: bool = False,
+            max_graphs: int | None = None) -> Any:
+    """Decorator: `@tg.compile`, `@tg.compile(backend="sim")`,
+    `@tg.compile(dynamic={"x": 0}, buckets=(1, 2, 4, 8))` (docs/dynamic-shapes.md)."""
     config.configure_logging()
+    options = dict(dynamic=dynamic, buckets=buckets, max_size=max_size, pad=pad, grow=grow,
+                   max_graphs=max_graphs)
     if fn is None:
-        return lambda f: CompiledFunction(f, backend)
-    return CompiledFunction(fn, backend)
+        return lambda f: CompiledFunction(f, backend, **options)
+    return CompiledFunction(fn, backend, **options)

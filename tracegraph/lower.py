@@ -8,8 +8,8 @@ import networkx as nx
 
 from . import _numba
 from .errors import LoweringError
-from .ir import Op, OpKind, Program, View
-from .plan import CScalar, Plan, PlanNode, Ptr
+from .ir import Op, OpKind, Program, ScalarArg, View
+from .plan import CScalar, Plan, PlanNode, Ptr, ScalarSlot
 
 __all__ = ["CScalar", "Plan", "PlanNode", "Ptr", "lower"]
 
@@ -24,10 +24,14 @@ def lower(program: Program) -> Plan:
                             fix="report this: passes must keep the graph acyclic")
     nodes = []
     slots: dict[int, list[tuple[int, Any, int]]] = {}
+    scalars: dict[int, list[tuple[int, int]]] = {}
     for i, op in enumerate(program.ops):
         deps = tuple(sorted(g.predecessors(i)))
         if op.kind == "kernel":
-            node = _kernel_node(i, op, deps, slots)
+            node = _kernel_node(i, op, deps, slots, program)
+            for pos, p in enumerate(node.params):
+                if isinstance(p, ScalarSlot):
+                    scalars.setdefault(p.leaf, []).append((i, pos))
         elif op.kind == "memcpy":
             dst, src = op.copy.dst, op.copy.src
             nbytes = dst.size * dst.itemsize
@@ -47,18 +51,19 @@ def lower(program: Program) -> Plan:
         nodes.append(node)
     return Plan(program.name, tuple(nodes), program.buffers, program.inputs,
                 program.input_tree, program.outputs, program.output_tree, program.device_mode,
-                program, {b: tuple(s) for b, s in slots.items()})
+                program, {b: tuple(s) for b, s in slots.items()},
+                {leaf: tuple(s) for leaf, s in scalars.items()})
 
 
 def _kernel_node(i: int, op: Op, deps: tuple[int, ...],
-                 slots: dict[int, list[tuple[int, Any, int]]]) -> PlanNode:
+                 slots: dict[int, list[tuple[int, Any, int]]], program: Program) -> PlanNode:
     launch = op.launch
     threads = launch.blockdim[0] * launch.blockdim[1] * launch.blockdim[2]
     if min(launch.griddim) < 1 or min(launch.blockdim) < 1 or threads > 1024:
         raise LoweringError(f"kernel {op.name} is launched with grid {launch.griddim} and "
                             f"block {launch.blockdim}", where=op.location,
                             fix="use positive dimensions and at most 1024 threads per block")
-    given = tuple(_argtype(a, op) for a in launch.args)
+    given = tuple(_argtype(a, op, program) for a in launch.args)
     try:
         argtypes = _numba.select_overload(launch.kernel, given)
         params = _numba.flatten_params(argtypes, launch.args, _view_fields)
@@ -73,12 +78,14 @@ def _kernel_node(i: int, op: Op, deps: tuple[int, ...],
     return PlanNode(i, OpKind.KERNEL, deps, op.name, op.location, op, argtypes, params)
 
 
-def _argtype(arg: Any, op: Op) -> Any:
+def _argtype(arg: Any, op: Op, program: Program) -> Any:
     if isinstance(arg, View):
         layout = _numba.layout_of(arg.shape, arg.strides, arg.itemsize)
         return _numba.array_type(arg.dtype, len(arg.shape), layout, arg.readonly)
     if isinstance(arg, tuple):
-        return _numba.tuple_type([_argtype(a, op) for a in arg], type(arg))
+        return _numba.tuple_type([_argtype(a, op, program) for a in arg], type(arg))
+    if isinstance(arg, ScalarArg):  # typed by the value it was traced with
+        arg = program.inputs[arg.leaf].value
     ty = _numba.scalar_type(arg)
     if ty is None:
         raise LoweringError(f"kernel {op.name} got an argument of type {type(arg).__name__}",

@@ -44,6 +44,17 @@ class CScalar:
 
 
 @dataclass(frozen=True, slots=True)
+class ScalarSlot:
+    """A scalar parameter that is dynamic input leaf `leaf`, passed as ctypes `ctype`:
+    the backend fills in each call's value."""
+    leaf: int
+    ctype: str
+
+    def as_ctype(self, value: Any) -> Any:
+        return getattr(ctypes, self.ctype)(value)
+
+
+@dataclass(frozen=True, slots=True)
 class PlanNode:
     """One explicit graph node. `deps` are indices of earlier nodes."""
     index: int
@@ -78,6 +89,9 @@ class Plan:
     program: Program = field(repr=False)
     # buffer -> every place its address appears, so a backend can re-point it
     pointer_slots: dict[int, tuple[Slot, ...]] = field(default_factory=dict, repr=False)
+    # dynamic scalar leaf -> ((node, parameter position), ...): where its value goes
+    scalar_slots: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict,
+                                                                  repr=False)
 
     @property
     def patchable_buffers(self) -> tuple[int, ...]:

@@ -267,3 +267,30 @@ def _index_view(v: View, key: Any) -> View:
     return View(v.buffer, offset, tuple(shape), tuple(strides), v.dtype, v.readonly)
 
 
+
+
+class DynamicScalar:
+    """A Python number declared dynamic (tg.compile(dynamic={"name": "value"})) inside a
+    traced function: pass it to kernels, where the graph patches each call's value in. Any
+    other use would bake one value into the graph, so it is refused."""
+
+    __slots__ = ("leaf", "name", "value")
+
+    def __init__(self, leaf: int, name: str, value: Any):
+        self.leaf, self.name, self.value = leaf, name, value
+
+    def __repr__(self) -> str:
+        return f"tg.DynamicScalar({self.name}, traced with {self.value!r})"
+
+    def _refuse(self, *_: Any) -> Any:
+        raise TraceError(f"the dynamic scalar {self.name} was used in a Python expression: "
+                         "its value changes on every call, but Python code runs only once, "
+                         "when the function is traced", where=user_location(3),
+                         fix=f"pass {self.name} to kernels as it is and compute with it there, "
+                             "or declare it static (not in dynamic=)")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __pow__ = _refuse
+    __neg__ = __abs__ = __float__ = __int__ = __index__ = __bool__ = _refuse
+    __lt__ = __le__ = __gt__ = __ge__ = _refuse
+    __array__ = _refuse

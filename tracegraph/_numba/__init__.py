@@ -19,6 +19,7 @@ from .captured import GlobalRef, unknown_globals
 from .devicearrays import (
     allocation_refs,
     device_address,
+    device_array_with_room,
     device_bytes,
     device_view,
     is_device_array_type,
@@ -66,7 +67,7 @@ __all__ = [
     "array_type",
     "compiled_kernel",
     "current_tracer",
-    "device_address",
+    "device_address", "device_array_with_room",
     "device_bytes",
     "device_view",
     "dtype_problem",

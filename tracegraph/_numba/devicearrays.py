@@ -60,3 +60,25 @@ def device_bytes(ptr: int, nbytes: int) -> Any:
     desc = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3,
             "strides": None}
     return cuda.from_cuda_array_interface(desc, owner=None, sync=False)
+
+
+def device_array_with_room(x: Any, info: Any, b: int) -> Any:
+    """x grown to b rows in place, when x is a view of a Numba device array whose
+    allocation goes on for b rows at its stride (a preallocated max-size buffer passed as
+    buf[:n]); None otherwise."""
+    from .kernels import SIMULATOR
+    if SIMULATOR:
+        return None
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    gpu_data = getattr(x, "gpu_data", None)
+    owner = getattr(gpu_data, "_mem", None)
+    if owner is None or not info.shape or info.strides[0] <= 0:
+        return None
+    start = info.ptr - int(owner.device_ctypes_pointer.value or 0)
+    need = start + (b - 1) * info.strides[0] + (info.extent[1] - info.ptr - (info.shape[0] - 1)
+                                                 * info.strides[0])
+    if need > owner.size:
+        return None
+    shape = (b, *info.shape[1:])
+    view = DeviceNDArray(shape, info.strides, info.dtype, gpu_data=owner.view(start))
+    return view

@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..plan import CScalar
+from ..ir import ScalarArg
+from ..plan import CScalar, ScalarSlot
 from .kernels import kernel_py_func
 
 _array_types: dict[tuple, Any] = {}
@@ -92,6 +93,17 @@ def flatten_params(argtypes: tuple, values: tuple, view_fields: Callable) -> tup
     out: list = []
 
     def add(ty: Any, val: Any) -> None:
+        if isinstance(val, ScalarArg):  # a dynamic scalar: its value comes per call
+            if isinstance(ty, types.Boolean):
+                out.append(ScalarSlot(val.leaf, "c_bool"))
+            elif isinstance(ty, types.Integer):
+                out.append(ScalarSlot(val.leaf, f"c_{ty}"))
+            elif isinstance(ty, types.Float) and ty.bitwidth in (32, 64):
+                out.append(ScalarSlot(val.leaf, "c_float" if ty.bitwidth == 32 else "c_double"))
+            else:
+                raise TypeError(f"a dynamic scalar of type {ty} (only booleans, integers "
+                                "and float32/float64 can be dynamic)")
+            return
         if isinstance(ty, types.Array):
             nitems, itemsize, ptr, shape, strides = view_fields(val)
             out.extend((0, 0, nitems, itemsize, ptr))

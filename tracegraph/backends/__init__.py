@@ -47,14 +47,26 @@ def resolve(name: str) -> str:
     return name
 
 
-def build(plan: Any, backend: str, infos: list | None = None) -> Any:
+def new_arena(backend: str) -> Any:
+    """The memory one function's graphs share for their planned intermediates (None: each
+    executable has its own, as on sim)."""
+    if backend == "cuda":
+        from .cuda.memory import Arena
+        return Arena()
+    return None
+
+
+def build(plan: Any, backend: str, infos: list | None = None, take_over: Any = None,
+          arena: Any = None) -> Any:
     """An executable for `plan`: `.run(leaves, infos, stream)` returns the results.
 
     `infos` describe the arguments of the call that compiled it; the cuda backend builds
-    its nodes on their addresses, so that call patches nothing.
+    its nodes on their addresses, so that call patches nothing. `take_over`: an executable
+    of the same graph topology no longer needed, whose instantiated graph the cuda backend
+    updates in place instead of instantiating a new one (`.updated` says if it did).
     """
     if backend == "sim":
         from . import sim
         return sim.build(plan, config.sim_order_seed())
     from . import cuda
-    return cuda.build(plan, infos)
+    return cuda.build(plan, infos, take_over, arena)

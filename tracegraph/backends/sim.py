@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _numba, pytree
 from ..errors import LoweringError, TracegraphError
-from ..ir import DEVICE_INPUT, EXTERNAL, HOST_CONSTANT, HOST_INPUT, STAGING, TEMP, View
+from ..ir import DEVICE_INPUT, EXTERNAL, HOST_CONSTANT, HOST_INPUT, STAGING, TEMP, ScalarArg, View
 from ..plan import Plan, input_bases, replay_table
 from ..signature.arguments import ArrayInfo, describe
 
@@ -72,8 +72,21 @@ class SimExecutable:
         self.seed = seed
         self.order = (random_topological_order(plan, seed) if seed is not None
                       else [n.index for n in plan.nodes])
-        self.memory = {b.id: np.full(b.nbytes, _POISON, np.uint8) for b in plan.buffers
+        # planned buffers are views of one arena (passes/memory.py), the others their own
+        arena = np.full(plan.program.arena_bytes, _POISON, np.uint8)
+        self.memory = {b.id: (arena[b.arena_offset:b.arena_offset + b.nbytes]
+                              if b.arena_offset is not None else
+                              np.full(b.nbytes, _POISON, np.uint8)) for b in plan.buffers
                        if b.kind in (TEMP, HOST_INPUT, STAGING, HOST_CONSTANT)}
+        # memory that another buffer used earlier in the run is poisoned again before its
+        # first use here: fresh memory reads as 0xFF bytes, planned or not
+        self.fresh: dict[int, list[int]] = {}
+        seen: set[int] = set()
+        for i in self.order:
+            for a in plan.nodes[i].op.accesses:
+                if a.buffer not in seen and plan.buffers[a.buffer].arena_offset is not None:
+                    seen.add(a.buffer)
+                    self.fresh.setdefault(i, []).append(a.buffer)
         self.written = frozenset(a.buffer for n in plan.nodes for a in n.op.accesses
                                  if a.writes)
         self.table = replay_table(plan)
@@ -96,8 +109,10 @@ class SimExecutable:
         captured = self._captured(mem)
         for i in self.order:
             node = plan.nodes[i]
+            for b in self.fresh.get(i, ()):
+                mem[b][:] = _POISON
             try:
-                self._execute(node, mem, captured)
+                self._execute(node, mem, captured, leaves)
             except Exception as exc:
                 if hasattr(exc, "add_note"):
                     exc.add_note(f"while executing graph node {i}: {node.describe()}")
@@ -158,11 +173,12 @@ class SimExecutable:
                 out[id(b.external)] = _numba.simulator_array(_ndarray(view, mem))
         return out
 
-    def _execute(self, node: Any, mem: dict[int, np.ndarray], captured: dict[int, Any]) -> None:
+    def _execute(self, node: Any, mem: dict[int, np.ndarray], captured: dict[int, Any],
+                 leaves: list[Any]) -> None:
         op = node.op
         if node.kind == "kernel":
             launch = op.launch
-            args = [_kernel_arg(a, mem, ty) for a, ty in zip(launch.args, node.argtypes)]
+            args = [_kernel_arg(a, mem, ty, leaves) for a, ty in zip(launch.args, node.argtypes)]
             try:
                 _numba.run_simulated(launch.kernel, launch.griddim, launch.blockdim,
                                      launch.sharedmem, args, captured)
@@ -204,15 +220,17 @@ def _ndarray(v: View, mem: dict[int, np.ndarray]) -> np.ndarray:
     return np.ndarray(v.shape, v.dtype, buffer=mem[v.buffer], offset=v.offset, strides=v.strides)
 
 
-def _kernel_arg(a: Any, mem: dict[int, np.ndarray], ty: Any) -> Any:
+def _kernel_arg(a: Any, mem: dict[int, np.ndarray], ty: Any, leaves: list[Any]) -> Any:
     if isinstance(a, View):
         host = _ndarray(a, mem)
         if a.readonly:
             host.flags.writeable = False
         return _numba.simulator_array(host)
     if isinstance(a, tuple):
-        items = [_kernel_arg(x, mem, t) for x, t in zip(a, ty)]
+        items = [_kernel_arg(x, mem, t, leaves) for x, t in zip(a, ty)]
         return type(a)(*items) if hasattr(a, "_fields") else tuple(items)
+    if isinstance(a, ScalarArg):  # a dynamic scalar: this call's value
+        a = leaves[a.leaf]
     return _numba.simulator_scalar(ty, a)  # the parameter's type, as the GPU holds it
 
 

@@ -34,6 +34,7 @@ class BufferKind(_Named):
 class InputKind(_Named):
     ARRAY = "array"
     STATIC = "static"   # a Python value baked into the graph
+    SCALAR = "scalar"   # a Python number declared dynamic: a kernel parameter patched per call
 
 
 class OutputKind(_Named):

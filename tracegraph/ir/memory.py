@@ -22,6 +22,7 @@ class Buffer:
     # the captured device array (EXTERNAL) or the held host array (HOST_CONSTANT)
     external: Any = field(default=None, compare=False)
     address: int = 0  # where byte 0 lies, for EXTERNAL (a captured array's address is fixed)
+    arena_offset: int | None = None  # its place in the graph's arena, when planned
 
 
 def contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

@@ -9,6 +9,13 @@ from .memory import Access, View
 
 
 @dataclass(frozen=True, slots=True)
+class ScalarArg:
+    """A kernel argument that is the dynamic scalar input leaf `leaf` (its value changes
+    from call to call without a new graph)."""
+    leaf: int
+
+
+@dataclass(frozen=True, slots=True)
 class Launch:
     """A kernel launch: the user's dispatcher and its arguments, traced arrays as Views
     (tuples stay tuples, namedtuples namedtuples)."""

@@ -66,6 +66,7 @@ class Program:
     # (device input buffer, captured buffer) pairs whose memory overlapped in the compiling
     # call: ordered conservatively (api.py compiles again if the overlap changes)
     aliased_inputs: frozenset[tuple[int, int]] = frozenset()
+    arena_bytes: int = 0  # the planned buffers' arena (passes/memory.py)
 
     def replace(self, **changes: Any) -> Program:
         fields = {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -124,7 +125,30 @@ def verify(program: Program, *, check_order: bool = False) -> Program:
                               f"{program.ops[v].describe()}) has no hazard type")
     if check_order:
         _check_order(program)
+        _check_arena(program)
     return program
+
+
+def _check_arena(program: Program) -> None:
+    """Planned buffers that overlap in the arena are never in use at the same time: every
+    op touching one is ordered with every op touching the other, all the same way."""
+    planned = [(b.id, b.arena_offset, b.arena_offset + b.nbytes) for b in program.buffers
+               if b.arena_offset is not None]
+    users: dict[int, set[int]] = {}
+    for i, op in enumerate(program.ops):
+        for access in op.accesses:
+            users.setdefault(access.buffer, set()).add(i)
+    reach = {i: nx.descendants(program.graph, i) for i in range(len(program.ops))}
+    for k, (a, a_lo, a_hi) in enumerate(planned):
+        for b, b_lo, b_hi in planned[k + 1:]:
+            lo = max(a_lo, b_lo)
+            if lo >= min(a_hi, b_hi):
+                continue
+            ua, ub = users.get(a, set()), users.get(b, set())
+            if not (all(y in reach[x] for x in ua for y in ub) or
+                    all(x in reach[y] for x in ua for y in ub)):
+                raise VerifyError(f"buffers {a} and {b} share arena bytes from {lo} "
+                                  "but may be in use at the same time")
 
 
 def _check_order(program: Program) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 from ..ir import Program, verify
 from .branches import find_lanes
 from .dependencies import add_dependencies, primary_hazard, transitive_reduction
+from .memory import plan_memory
 
-PASSES = (add_dependencies, transitive_reduction, find_lanes)
+PASSES = (add_dependencies, transitive_reduction, find_lanes, plan_memory)
 
 
 def run_passes(program: Program, *, check: bool = False) -> Program:
@@ -21,6 +22,7 @@ __all__ = [
     "PASSES",
     "add_dependencies",
     "find_lanes",
+    "plan_memory",
     "primary_hazard",
     "run_passes",
     "transitive_reduction",

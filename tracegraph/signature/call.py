@@ -49,8 +49,9 @@ class Call:
 class CallAnalyzer:
     """Turns the arguments of calls to one function into Calls."""
 
-    def __init__(self, fn: Callable, qualname: str):
+    def __init__(self, fn: Callable, qualname: str, scalars: frozenset[str] = frozenset()):
         self.qualname = qualname
+        self.scalars = scalars  # paths of dynamic scalars: keyed by type, not value
         self.pysig = inspect.signature(fn)
         params = list(self.pysig.parameters.values())
         self.simple_arity = (len(params) if all(
@@ -112,20 +113,8 @@ class CallAnalyzer:
             leaves, paths, tree = list(args), self.param_names, self.flat_tree
         else:
             leaves, paths, tree = self._bind(args, kwargs)
-        infos = [arguments.describe(x) for x in leaves]
-        groups = arguments.alias_groups(infos)
-        key = tuple([tree] + [static_key(leaf) if info is None else array_key(info, group)
-                              for leaf, info, group in zip(leaves, infos, groups)])
-        try:
-            hash(key)
-        except TypeError:
-            bad = next(i for i, (leaf, info) in enumerate(zip(leaves, infos))
-                       if info is None and not hashable(leaf))
-            raise TraceError(f"argument {paths[bad]} of type {type(leaves[bad]).__name__} "
-                             "cannot live in a graph", where=user_location(4),
-                             fix="pass arrays, scalars, or containers (tuples, lists, dicts, "
-                                 "namedtuples, dataclasses) of these") from None
-        call = Call(leaves, paths, tree, infos, key)
+        call = self.from_leaves(leaves, paths, tree)
+        infos, key = call.infos, call.key
         if not kwargs and all(arguments.has_fixed_metadata(a) for a in args):
             # weakly: a compiled function must not keep its caller's arrays alive
             simple = len(leaves) == len(args) and all(leaf is a for leaf, a in zip(leaves, args))
@@ -135,6 +124,34 @@ class CallAnalyzer:
             self.memo = (tuple(map(_ref, args)), None if simple else tuple(map(_ref, leaves)),
                          (paths, tree, infos, key), extents)
         return call
+
+    def from_leaves(self, leaves: list, paths: list, tree: Any) -> Call:
+        """The Call of already flattened arguments (no memo)."""
+        infos = [arguments.describe(x) for x in leaves]
+        groups = arguments.alias_groups(infos)
+        key = tuple([tree] + [self._leaf_key(leaf, path, info, group)
+                              for leaf, path, info, group in zip(leaves, paths, infos, groups)])
+        try:
+            hash(key)
+        except TypeError:
+            bad = next(i for i, (leaf, info) in enumerate(zip(leaves, infos))
+                       if info is None and not hashable(leaf))
+            raise TraceError(f"argument {paths[bad]} of type {type(leaves[bad]).__name__} "
+                             "cannot live in a graph", where=user_location(5),
+                             fix="pass arrays, scalars, or containers (tuples, lists, dicts, "
+                                 "namedtuples, dataclasses) of these") from None
+        return Call(leaves, paths, tree, infos, key)
+
+    def _leaf_key(self, leaf: Any, path: str, info: Any, group: Any) -> tuple:
+        if info is not None:
+            return array_key(info, group)
+        if path in self.scalars:
+            if not isinstance(leaf, (bool, int, float, np.bool_, np.integer, np.floating)):
+                raise SignatureError(f"argument {path} is declared a dynamic scalar but is a "
+                                     f"{type(leaf).__name__}", where=user_location(6),
+                                     fix="pass a number, or take it out of dynamic=")
+            return ("dynamic scalar", type(leaf))
+        return static_key(leaf)
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple[list, list, Any]:
         try:

@@ -7,8 +7,9 @@ from __future__ import annotations
 from ..location import user_location
 from ..traced import Array
 from .bind import aliased_inputs, trace_function
-from .functions import access, callback, empty, empty_like, record, wait, zeros, zeros_like
+from .functions import access, callback, empty, empty_like, length, record, wait, zeros, zeros_like
 from .tracer import Tracer
 
 __all__ = ["Array", "Tracer", "access", "aliased_inputs", "callback", "empty", "empty_like",
-           "record", "trace_function", "user_location", "wait", "zeros", "zeros_like"]
+           "length", "record", "trace_function", "user_location", "wait", "zeros",
+           "zeros_like"]

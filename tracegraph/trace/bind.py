@@ -30,7 +30,7 @@ from ..ir import (
 )
 from ..location import user_location
 from ..signature import arguments
-from ..traced import Array
+from ..traced import Array, DynamicScalar
 from .tracer import Tracer, _bytes_view
 
 # ---------------------------------------------------------------------------
@@ -38,20 +38,24 @@ from .tracer import Tracer, _bytes_view
 
 def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
                    infos: list[arguments.ArrayInfo | None],
-                   groups: list[tuple[int, int] | None]) -> Program:
+                   groups: list[tuple[int, int] | None],
+                   scalars: frozenset[int] = frozenset()) -> Program:
     """Run `fn` once on traced stand-ins for its array arguments; return the Program.
 
-    `leaves` are the flattened arguments (tree rebuilds (args, kwargs)), `infos` their
-    ArrayInfo (None for static values) and `groups` which of them share memory.
+    `leaves` are the flattened arguments (tree rebuilds (args, kwargs) from the first of
+    them; one more is the true length of a dynamic call, which tg.length() stands for),
+    `infos` their ArrayInfo (None for other values), `groups` which of them share memory,
+    `scalars` the leaves that are dynamic scalars.
     """
     name = getattr(fn, "__qualname__", getattr(fn, "__name__", "fn"))
     tracer = Tracer(name)
-    inputs, stand_ins = _bind_inputs(tracer, leaves, paths, infos, groups)
+    inputs, stand_ins = _bind_inputs(tracer, leaves, paths, infos, groups, scalars)
     n_prologue = len(tracer.ops)
     side_effects.warn_side_effects(fn, name)
     previous = _numba.set_tracer(tracer)
     try:
-        args, kwargs = pytree.unflatten(tree, stand_ins)
+        args, kwargs = pytree.unflatten(tree, stand_ins[:pytree.leaf_count(tree)])
+        tracer.length = stand_ins[-1] if len(stand_ins) > pytree.leaf_count(tree) else None
         result = fn(*args, **kwargs)
     finally:
         _numba.set_tracer(previous)
@@ -93,7 +97,7 @@ def _def_location(fn: Callable) -> str:
 
 
 def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
-                 groups: list) -> tuple[list[InputLeaf], list[Any]]:
+                 groups: list, scalars: frozenset[int]) -> tuple[list[InputLeaf], list[Any]]:
     inputs: list[InputLeaf] = []
     stand_ins: list[Any] = []
     group_buffers: dict[int, tuple[int, int | None]] = {}
@@ -109,6 +113,10 @@ def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
                 raise TraceError(f"argument {path} is a traced array from another trace",
                                  where=user_location(4),
                                  fix="pass real arrays to compiled functions")
+            if i in scalars:  # dynamic: a kernel parameter patched on every call
+                inputs.append(InputLeaf(i, path, InputKind.SCALAR, value=leaf))
+                stand_ins.append(DynamicScalar(i, path, leaf))
+                continue
             inputs.append(InputLeaf(i, path, InputKind.STATIC, value=leaf))
             stand_ins.append(leaf)
             continue

@@ -142,6 +142,19 @@ def zeros_like(a: Any, dtype: Any = None) -> Array:
     return _active("zeros_like").new_array(_shape(a.shape), _dtype(dtype or a.dtype), zero=True)
 
 
+def length() -> Any:
+    """In a function compiled with dynamic=: the true length n of this call's dynamic axis
+    (the arrays kernels see have the bucket's length, n rounded up). Pass it to kernels
+    and guard with it: `if i < n:`. A kernel parameter the graph patches on every call."""
+    tracer = _active("length")
+    if tracer.length is None:
+        raise TraceError("tg.length() is the true length of a dynamic axis, and this "
+                         "function was compiled without dynamic=", where=user_location(2),
+                         fix='declare the varying axis, e.g. tg.compile(dynamic={"x": 0}, '
+                             'buckets="pow2")')
+    return tracer.length
+
+
 def record(event: Any, *arrays_: Array) -> None:
     """Record `event` once the launches writing `arrays_` (all earlier work if none) finish."""
     _active("record").record_event(OpKind.EVENT_RECORD, event, arrays_, "r")

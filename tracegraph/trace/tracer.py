@@ -26,12 +26,13 @@ from ..ir import (
     Launch,
     Op,
     OpKind,
+    ScalarArg,
     View,
     contiguous_strides,
 )
 from ..location import user_location
 from ..signature import arguments
-from ..traced import Array, tracer_of, view_of
+from ..traced import Array, DynamicScalar, tracer_of, view_of
 from .functions import MAX_BYTES, _dtype, _kernel_access, _shape
 
 # ---------------------------------------------------------------------------
@@ -43,6 +44,7 @@ class Tracer:
         self.ops: list[Op] = []
         self.buffers: list[Buffer] = []
         self.launches = 0  # launches asked for, also those that run nothing (0 elements)
+        self.length: Any = None  # what tg.length() gives, in a dynamic function
         self._externals: dict[int, int] = {}  # id(device array) -> buffer
         self._external_refs: list[Any] = []
         self._warned_stream = False
@@ -122,6 +124,8 @@ class Tracer:
     def _arg(self, a: Any, kernel: str, where: str, i: int) -> Any:
         if isinstance(a, Array):
             return self.view_of(a)
+        if isinstance(a, DynamicScalar):
+            return ScalarArg(a.leaf)
         if isinstance(a, np.ndarray):
             raise TraceError(f"argument {i} of {kernel} is a host NumPy array: Numba would "
                              "copy it to the device and back implicitly, which cannot be "

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...errors import CudaError, LoweringError, TracegraphError
 from ...ir import OpKind
-from ...plan import CScalar, Plan, PlanNode, Ptr
+from ...plan import CScalar, Plan, PlanNode, Ptr, ScalarSlot
 from .memory import GraphMemory
 from .moved_inputs import WatchedInput
 from .platform import error_name
@@ -48,7 +48,7 @@ class GraphBuilder:
                           OpKind.MEMSET: self._memset, OpKind.HOST: self._host,
                           OpKind.EVENT_RECORD: self._event, OpKind.EVENT_WAIT: self._event}
 
-    def build(self) -> BuiltGraph:
+    def build(self, instantiate: bool = True) -> BuiltGraph:
         built = BuiltGraph(self.platform.new_graph())
         for node in self.plan.nodes:
             deps = [built.nodes[d] for d in node.deps]
@@ -71,12 +71,16 @@ class GraphBuilder:
         except Exception as exc:
             raise CudaError(f"adding the in-graph copies failed: {exc}",
                             error_name=error_name(exc), call="add memcpy node") from exc
+        if instantiate:
+            self.instantiate(built)
+        return built
+
+    def instantiate(self, built: BuiltGraph) -> None:
         try:
             built.graph = built.gdef.instantiate()
         except Exception as exc:
             raise CudaError(f"instantiating the graph of {self.plan.name} failed: {exc}",
                             error_name=error_name(exc), call="cuGraphInstantiate") from exc
-        return built
 
     # -- addresses ----------------------------------------------------------------
     def target(self, buffer: int) -> int:
@@ -97,6 +101,8 @@ class GraphBuilder:
             return self.target(p.buffer) + p.offset
         if isinstance(p, CScalar):
             return p.as_ctype()
+        if isinstance(p, ScalarSlot):  # the value it was traced with; replays patch theirs
+            return p.as_ctype(self.plan.inputs[p.leaf].value)
         return p
 
     # -- one builder per node kind --------------------------------------------------

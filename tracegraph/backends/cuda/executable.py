@@ -1,6 +1,7 @@
 """One compiled signature on the GPU: its memory, its instantiated graph, and replay."""
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -14,6 +15,8 @@ from .moved_inputs import watched_inputs
 from .platform import error_name, platform
 from .replay import Replayer
 
+log = logging.getLogger("tracegraph.backends.cuda")
+
 _thread = threading.local()  # the device made current on this thread
 
 
@@ -23,7 +26,8 @@ class CudaExecutable:
 
     backend = "cuda"
 
-    def __init__(self, plan: Plan, infos: list | None = None):
+    def __init__(self, plan: Plan, infos: list | None = None, take_over: Any = None,
+                 arena: Any = None):
         self.plan = plan
         self.platform = platform()
         self.platform.set_current()
@@ -31,11 +35,14 @@ class CudaExecutable:
         self._callback_errors: list[tuple[PlanNode, BaseException]] = []
         self.table = replay_table(plan)
         first_call = input_bases(self.table, infos)[0] if infos is not None else {}
-        self.memory = GraphMemory(plan, self.table, self.platform, first_call)
+        self.memory = GraphMemory(plan, self.table, self.platform, first_call, arena)
         self.watch = watched_inputs(plan, self.memory.base, config.moved_inputs_mode())
         self.builder = GraphBuilder(plan, self.memory, self.watch, self.platform, self._guarded)
         self.replayer = Replayer(plan, self.table, self.memory, self.platform, self.watch)
-        self.built = self.builder.build()
+        self.updated = False  # instantiated, or updated another's executable in place
+        self.built = self.builder.build(instantiate=take_over is None)
+        if take_over is not None:
+            self._take_over(take_over)
         self.replayer.attach(self.built)
         # NumPy inputs and held host data: the next call refills pinned staging (or the
         # caller may reuse a page-locked array), so the graph must have read them before
@@ -62,12 +69,20 @@ class CudaExecutable:
             if r.watched and r.follow_watched(infos):
                 self._rebuild()
             r.free_results()
+            if r.scalar_values:
+                r.follow_scalars(leaves)
             staged = r.stage_host_inputs(infos)
             s = self.platform.stream(stream)
+            # several graphs of one function share its arena: order them on the GPU
+            shared = self.memory.arena_allocation is not None and self.memory.arena.users > 1
+            if shared:
+                self._after_the_arena_s_last_launch(s)
             try:
                 self.built.graph.launch(s)
             except Exception as exc:
                 raise self._fault(exc, "cuGraphLaunch") from exc
+            if shared:
+                self.memory.arena.last = (s, s.record())
             if self._needs_sync:
                 try:
                     s.sync()
@@ -76,6 +91,35 @@ class CudaExecutable:
                 self._raise_callback_errors()
                 r.write_back(staged, leaves)
             return r.results(leaves)
+
+    def _take_over(self, other: CudaExecutable) -> None:
+        """Update `other`'s instantiated graph (same topology) into this one's definition:
+        cheaper than instantiating (docs/dynamic-shapes.md); instantiate if the driver
+        refuses."""
+        graph = other.built.graph
+        try:
+            with other._lock:
+                self.platform.synchronize()  # its memory goes once it is idle
+                graph.update(self.built.gdef)
+                other.built.graph = None  # ours now: `other` must not close it
+            self.built.graph = graph
+            self.updated = True
+        except Exception as exc:  # the driver's reason, logged
+            log.info("%s: updating an executable in place failed (%s); instantiating",
+                     self.plan.name, exc)
+            self.builder.instantiate(self.built)
+
+    @property
+    def device_bytes(self) -> int:
+        """Graph-owned device memory this executable holds."""
+        return self.memory.device_bytes()
+
+    def _after_the_arena_s_last_launch(self, stream: Any) -> None:
+        """Graphs sharing the function's arena run one at a time: a launch on another
+        stream than the last one waits for it on the GPU."""
+        last = self.memory.arena.last
+        if last is not None and last[0] is not stream:
+            stream.wait(last[1])
 
     def _rebuild(self) -> None:
         """A watched input changed how it is followed: build and instantiate again on the
@@ -129,8 +173,10 @@ class CudaExecutable:
     def close(self) -> None:
         graph = self.built.graph if self.built is not None else None
         if graph is not None and not graph.is_closed:
+            self.platform.synchronize()  # it may still be running
             graph.close()
 
 
-def build(plan: Plan, infos: list | None = None) -> CudaExecutable:
-    return CudaExecutable(plan, infos)
+def build(plan: Plan, infos: list | None = None, take_over: Any = None,
+          arena: Any = None) -> CudaExecutable:
+    return CudaExecutable(plan, infos, take_over, arena)

@@ -166,6 +166,12 @@ class FakeKernelPatch:
         for pos, offset in slots:
             args[pos] = base + offset
 
+    def apply_values(self, values: list) -> None:
+        self.graph.platform.counts["kernel_patch"] += 1
+        args = self.graph.params[self.index]["args"]
+        for pos, value in values:
+            args[pos] = type(args[pos])(value)
+
 
 class FakeKernel:
     def __init__(self, kernel: Any, argtypes: tuple):
@@ -174,6 +180,12 @@ class FakeKernel:
 
 class FakeStream:
     def sync(self) -> None:
+        pass
+
+    def record(self) -> Any:
+        return object()
+
+    def wait(self, event: Any) -> None:
         pass
 
 
@@ -221,7 +233,9 @@ class FakePlatform:
         return _numba.simulator_array(host)
 
     def stream(self, user_stream: Any) -> FakeStream:  # noqa: ARG002 - the Platform interface
-        return FakeStream()
+        return self._stream
+
+    _stream = FakeStream()
 
     def synchronize(self) -> None:
         self.counts["synchronize"] += 1

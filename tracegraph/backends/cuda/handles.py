@@ -112,6 +112,15 @@ class KernelPatch:
     def apply(self, slots: list, base: int) -> None:
         for pos, offset in slots:
             self.values[pos].value = base + offset
+        self._set()
+
+    def apply_values(self, values: list[tuple[int, Any]]) -> None:
+        """New values (dynamic scalars) for these parameter positions."""
+        for pos, value in values:
+            self.values[pos].value = value
+        self._set()
+
+    def _set(self) -> None:
         drv = driver()
         err, = drv.cuGraphExecKernelNodeSetParams(self.exec_handle, self.node_handle,
                                                      self.params)

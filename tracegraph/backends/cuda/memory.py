@@ -15,16 +15,43 @@ _DEVICE = (BufferKind.TEMP, BufferKind.HOST_INPUT)
 _PINNED = (BufferKind.STAGING, BufferKind.HOST_CONSTANT)
 
 
+class Arena:
+    """The device memory of the planned buffers of every graph of one function: sized for
+    the largest (warmup compiles largest first); a graph that needs more gets a larger one,
+    which later graphs share. One replay at a time uses it (executable.py orders them)."""
+
+    def __init__(self) -> None:
+        self.allocation: Any = None
+        self.nbytes = 0
+        self.last: Any = None  # (stream, event) of the last launch using it
+        self.users = 0  # executables placing buffers in it
+
+    def ensure(self, platform: Any, nbytes: int) -> Any:
+        if self.allocation is None or nbytes > self.nbytes:
+            self.allocation = platform.alloc_device(nbytes)
+            self.nbytes = nbytes
+        return self.allocation
+
+
 class GraphMemory:
     """buffer -> allocation and address. Device inputs start at the compiling call's
-    addresses (so that call patches nothing); captured arrays at their fixed ones."""
+    addresses (so that call patches nothing); captured arrays at their fixed ones; planned
+    intermediates at their place in the function's arena."""
 
-    def __init__(self, plan: Plan, table: ReplayTable, platform: Any, first_call: dict[int, int]):
+    def __init__(self, plan: Plan, table: ReplayTable, platform: Any, first_call: dict[int, int],
+                 arena: Arena | None = None):
         self.plan, self.platform = plan, platform
         self.base: dict[int, int] = {}      # buffer -> address of its byte 0 now
         self.owner: dict[int, Any] = {}     # graph-owned buffer -> its allocation now
+        need = plan.program.arena_bytes
+        self.arena = arena if arena is not None else Arena()
+        self.arena_allocation = self.arena.ensure(platform, need) if need else None
+        self.arena.users += 1 if need else 0
+        arena_base = platform.address(self.arena_allocation) if need else 0
         for b in plan.buffers:
-            if b.kind in _DEVICE or b.kind in _PINNED:
+            if b.arena_offset is not None:
+                self.base[b.id] = arena_base + b.arena_offset
+            elif b.kind in _DEVICE or b.kind in _PINNED:
                 self._own(b.id, self._allocate(b.id))
             elif b.kind == BufferKind.EXTERNAL:
                 self.base[b.id] = b.address
@@ -91,6 +118,16 @@ class GraphMemory:
                               strides=view.strides)
         return self.platform.device_view(owner, view.offset, view.shape, view.strides,
                                          view.dtype)
+
+    def device_bytes(self) -> int:
+        """Device memory this executable allocated (ring allocations included)."""
+        total = sum(self.plan.buffers[b].nbytes for b in self.owner
+                    if self.plan.buffers[b].kind in _DEVICE)
+        total += self.arena.nbytes if self.arena_allocation is not None else 0
+        for b, ring in self.rings.items():
+            if self.plan.buffers[b].kind in _DEVICE:
+                total += self.plan.buffers[b].nbytes * len(ring)
+        return total
 
     def scratch_address(self) -> int:
         return self.platform.address(self.scratch)

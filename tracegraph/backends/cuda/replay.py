@@ -40,12 +40,16 @@ class Replayer:
             for node, pos, offset in places:
                 self.slots.setdefault(buffer, {}).setdefault(node, []).append((pos, offset))
         self.built: BuiltGraph = None  # type: ignore[assignment]  # attach() sets it
+        self.scalar_values: dict[int, Any] = {}  # dynamic scalar leaf -> value the graph holds
 
     def attach(self, built: BuiltGraph) -> None:
         """Replay this (new) graph: forget what was cached about the old one."""
         self.built = built
         self._views: dict[int, Any] = {}
         self._patches: dict[int, Any] = {}
+        # a new graph holds the values the function was traced with
+        self.scalar_values = {leaf: self.plan.inputs[leaf].value
+                              for leaf in self.plan.scalar_slots}
 
     # -- the steps ------------------------------------------------------------------
     def follow_device_inputs(self, infos: list) -> None:
@@ -80,6 +84,29 @@ class Replayer:
             else:
                 self.repoint(w.buffer, base[w.buffer])
         return False
+
+    def follow_scalars(self, leaves: list) -> None:
+        """Dynamic scalars with a new value: patch the parameters that hold them."""
+        for leaf, held in self.scalar_values.items():
+            value = leaves[leaf]
+            if value is held or value == held:
+                continue
+            self.scalar_values[leaf] = value
+            per_node: dict[int, list] = {}
+            for node, pos in self.plan.scalar_slots[leaf]:
+                slot = self.plan.nodes[node].params[pos]
+                self.built.args[node][pos] = slot.as_ctype(value)
+                per_node.setdefault(node, []).append((pos, value))
+            for node, values in per_node.items():
+                self._kernel_patch(node).apply_values(values)
+
+    def _kernel_patch(self, index: int) -> Any:
+        patch = self._patches.get(index)
+        if patch is None:
+            built = self.built
+            patch = self._patches[index] = self.platform.kernel_patch(
+                built.graph, built.nodes[index], built.args[index])
+        return patch
 
     def free_results(self) -> None:
         for buffer in self.table.results:
@@ -142,11 +169,7 @@ class Replayer:
                 args = built.args[index]
                 for pos, offset in slots:
                     args[pos] = base + offset
-                patch = self._patches.get(index)
-                if patch is None:
-                    patch = self._patches[index] = self.platform.kernel_patch(
-                        built.graph, built.nodes[index], args)
-                patch.apply(slots, base)
+                self._kernel_patch(index).apply(slots, base)
             elif node.kind == OpKind.MEMCPY:
                 copy = built.copies[index]
                 dst, src = node.op.copy.dst, node.op.copy.src

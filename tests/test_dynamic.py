@@ -1,0 +1,203 @@
+"""Varying sizes: buckets, padding, tg.length, dynamic scalars, in-place update, memory
+planning and the cache, on every backend (cuda on its CPU stand-in without a GPU)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from eager import host
+from numba import cuda
+from small_kernels import add, iscale, scale
+
+import tracegraph as tg
+from tracegraph.passes.memory import unplanned_bytes
+
+D = 4  # features
+
+
+@cuda.jit
+def row_sums(x, out):
+    """out[i] = sum of row i of x (every row, padding included)."""
+    i = cuda.grid(1)
+    if i < out.size:
+        acc = 0.0
+        for j in range(x.shape[1]):
+            acc += x[i, j]
+        out[i] = acc
+
+
+@cuda.jit
+def total_of_rows(x, n, out):
+    """out[0] = sum of the first n rows: correct under padding because it reads n."""
+    if cuda.grid(1) == 0:
+        acc = 0.0
+        for i in range(n):
+            for j in range(x.shape[1]):
+                acc += x[i, j]
+        out[0] = acc
+
+
+def _step(backend, **options):
+    @tg.compile(backend=backend, dynamic={"x": 0}, **options)
+    def step(x, w):
+        h = x @ w
+        out = tg.empty(x.shape[0])
+        row_sums[(x.shape[0] + 7) // 8, 8](h, out)
+        return h, out
+    return step
+
+
+def test_a_batch_sweep_runs_from_one_graph_per_bucket(backend):
+    step = _step(backend, buckets=(1, 2, 4, 8))
+    w = np.arange(D * 3, dtype=np.float64).reshape(D, 3) / 7
+    for n in range(1, 9):
+        x = np.random.default_rng(n).uniform(-1, 1, (n, D))
+        h, out = step(x, w)
+        assert host(h).shape == (n, 3) and host(out).shape == (n,)
+        np.testing.assert_allclose(host(h), x @ w)
+        np.testing.assert_allclose(host(out), (x @ w).sum(1))
+    info = step.cache_info()
+    assert info.graphs == 4 and sorted(info.misses) == [1, 2, 4, 8]
+    assert sum(info.hits.values()) == 4  # n = 3, 5, 6, 7 reuse a bucket's graph
+    assert sorted(e.bucket for e in step.compiled) == [1, 2, 4, 8]
+
+
+@pytest.mark.parametrize("buckets", ["pow2", (2, 5)])
+def test_above_the_largest_bucket(backend, buckets):
+    step = _step(backend, buckets=buckets, max_size=5 if buckets == "pow2" else None)
+    w = np.ones((D, 2))
+    with pytest.raises(tg.SignatureError, match="largest bucket"):
+        step(np.ones((9, D)), w)
+    grows = _step(backend, buckets=buckets, max_size=5 if buckets == "pow2" else None,
+                  grow=True)
+    h, _ = grows(np.ones((9, D)), w)
+    assert host(h).shape == (9, 2) and grows.latest.bucket == 16
+
+
+def test_padding_with_a_fill_and_the_true_length(backend):
+    @tg.compile(backend=backend, dynamic={"x": 0}, buckets=(8,), pad=100.0)
+    def step(x):
+        rows = tg.empty(x.shape[0])
+        total = tg.empty(1)
+        row_sums[1, 8](x, rows)
+        total_of_rows[1, 1](x, tg.length(), total)
+        return rows, total
+
+    for n in (3, 8, 1):
+        x = np.arange(n * D, dtype=np.float64).reshape(n, D)
+        rows, total = step(x)
+        np.testing.assert_array_equal(host(rows), x.sum(1))  # padded rows are cut off
+        np.testing.assert_array_equal(host(total), [x.sum()])  # the kernel read n
+    assert len(step.compiled) == 1
+
+
+@pytest.mark.parametrize("place", ["host", "device"])
+def test_a_written_dynamic_input_changes_only_its_own_rows(backend, place):
+    @tg.compile(backend=backend, dynamic={"x": 0}, buckets=(4, 8))
+    def step(x):
+        iscale[1, 32](x, 2.0)
+        return x
+
+    for n in (3, 6, 8):
+        x = np.arange(n, dtype=np.float64)
+        arg = x.copy() if place == "host" else cuda.to_device(x)
+        out = step(arg)
+        assert out is arg  # an input handed back is the caller's own object
+        np.testing.assert_array_equal(host(arg), 2 * x)
+
+
+def test_dynamic_scalars_are_patched_not_baked(backend):
+    @tg.compile(backend=backend, dynamic={"a": "value"})
+    def step(x, a):
+        out = tg.empty_like(x)
+        scale[1, 8](x, a, out)
+        return out
+
+    x = np.arange(8, dtype=np.float64)
+    for a in (2.0, 3.5, -1.0, 2.0, 0.0):
+        np.testing.assert_array_equal(host(step(x, a)), a * x)
+    assert len(step.compiled) == 1
+    np.testing.assert_array_equal(host(step.replay(x, 7.0)), 7.0 * x)
+    with pytest.raises(tg.SignatureError):
+        step.replay(x, 3)  # an int is another signature (another kernel parameter type)
+
+
+def test_a_dynamic_scalar_in_a_python_expression_is_refused(backend):
+    @tg.compile(backend=backend, dynamic={"a": "value"})
+    def step(x, a):
+        out = tg.empty_like(x)
+        scale[1, 8](x, 2 * a, out)
+        return out
+
+    with pytest.raises(tg.TraceError, match="dynamic scalar a") as e:
+        step(np.ones(8), 1.0)
+    assert e.value.where.startswith(__file__)
+
+
+def test_warmup_builds_every_bucket_largest_first(backend):
+    step = _step(backend, buckets=(1, 2, 4, 8))
+    w = np.ones((D, 2))
+    step.warmup(np.ones((3, D)), w)
+    assert [e.bucket for e in step.compiled] == [8, 4, 2, 1]
+    info = step.cache_info()
+    assert info.graphs == 4 and info.instantiations + info.updates == 4
+    h, out = step(np.ones((5, D)), w)
+    np.testing.assert_array_equal(host(out), np.full(5, 2.0 * D))
+    assert step.cache_info().hits == {8: 1}
+
+
+def test_a_bounded_cache_updates_or_evicts(backend):
+    step = _step(backend, buckets=(1, 2, 4, 8), max_graphs=2)
+    w = np.ones((D, 2))
+    for n in (1, 2, 4, 8, 1, 8):
+        x = np.full((n, D), float(n))
+        h, out = step(x, w)
+        np.testing.assert_array_equal(host(out), np.full(n, 2.0 * D * n))
+    info = step.cache_info()
+    assert info.graphs == 2 and info.max_graphs == 2
+    if backend == "cuda":  # same topology for every bucket: updated in place
+        assert info.updates >= 3 and info.instantiations == 2
+    else:
+        assert info.evictions >= 3
+
+
+def test_memory_planning_shares_intermediates_without_overlap_in_use(backend):
+    @tg.compile(backend=backend)
+    def chain(x):
+        a = tg.empty_like(x)
+        scale[1, 8](x, 2.0, a)
+        b = tg.empty_like(x)
+        scale[1, 8](a, 3.0, b)
+        c = tg.empty_like(x)
+        scale[1, 8](b, 0.5, c)
+        d = tg.empty_like(x)
+        scale[1, 8](c, 1.0, d)
+        return d
+
+    x = np.arange(8, dtype=np.float64)
+    np.testing.assert_array_equal(host(chain(x)), 3.0 * x)
+    p = chain.latest.program
+    tg.verify(p, check_order=True)  # planned buffers that overlap are never live at once
+    assert 0 < p.arena_bytes < unplanned_bytes(p)
+    np.testing.assert_array_equal(host(chain(x)), 3.0 * x)
+
+
+def test_parallel_branches_never_share_planned_memory(backend):
+    @tg.compile(backend=backend)
+    def fork(x):
+        a, b = tg.empty_like(x), tg.empty_like(x)
+        scale[1, 8](x, 2.0, a)   # two branches: a and b are live at once
+        scale[1, 8](x, 3.0, b)
+        c = tg.empty_like(x)
+        scale[1, 8](a, 1.0, c)
+        d = tg.empty_like(x)
+        scale[1, 8](b, 1.0, d)
+        e = tg.empty_like(x)
+        add[1, 8](c, d, e)
+        return e
+
+    x = np.arange(8, dtype=np.float64)
+    np.testing.assert_array_equal(host(fork(x)), 5.0 * x)
+    p = fork.latest.program
+    tg.verify(p, check_order=True)
+    offsets = {b.id: b.arena_offset for b in p.buffers if b.arena_offset is not None}
+    assert len(set(offsets.values())) < len(offsets)  # some sharing happened

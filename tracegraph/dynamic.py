@@ -1,0 +1,270 @@
+"""Varying sizes: `tg.compile(dynamic={"x": 0}, buckets=...)` declares that axis 0 of x (and
+of every argument named with it) varies together from call to call. A call of length n runs
+the graph of the smallest bucket >= n: its dynamic arguments are padded to the bucket (with
+`pad`, or, where the caller's device memory already has room and nothing needs the padding's
+value, not at all), results that carry the axis come back sliced to n, a written padded
+argument is copied back, and tg.length() is n inside the graph. Scalars declared "value" are
+kernel parameters patched on every call instead of being baked into the graph.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _numba
+from .errors import SignatureError, TraceError
+from .location import user_location
+from .signature import ArrayInfo
+
+VALUE = "value"  # dynamic={"dt": "value"}: a scalar patched per call
+
+
+@dataclass(frozen=True)
+class DynamicSpec:
+    """What varies: array arguments by path and axis, scalar arguments by path; the
+    buckets (sorted sizes, or "pow2"); what padding holds; whether to grow past the
+    largest bucket."""
+    axes: dict[str, int]
+    scalars: frozenset[str]
+    buckets: tuple[int, ...] | str
+    max_size: int | None
+    pad: Any
+    grow: bool
+
+    @staticmethod
+    def make(dynamic: dict[str, Any] | None, buckets: Any, max_size: int | None, pad: Any,
+             grow: bool) -> DynamicSpec | None:
+        if not dynamic:
+            if buckets is not None:
+                raise TraceError("buckets= without dynamic=", where=user_location(4),
+                                 fix='name the varying axes, e.g. dynamic={"x": 0}')
+            return None
+        axes = {k: v for k, v in dynamic.items() if v != VALUE}
+        scalars = frozenset(k for k, v in dynamic.items() if v == VALUE)
+        for name, axis in axes.items():
+            if not isinstance(axis, int) or isinstance(axis, bool) or axis < 0:
+                raise TraceError(f"dynamic[{name!r}] is {axis!r}", where=user_location(4),
+                                 fix='give the varying axis (an int >= 0), or "value" for a '
+                                     'scalar')
+        if axes and buckets is None:
+            buckets = "pow2"
+        if isinstance(buckets, str):
+            if buckets != "pow2":
+                raise TraceError(f"buckets={buckets!r}", where=user_location(4),
+                                 fix='use a tuple of sizes or "pow2"')
+        elif axes:
+            buckets = tuple(sorted({int(b) for b in buckets}))
+            if not buckets or buckets[0] < 1:
+                raise TraceError(f"buckets={buckets!r}", where=user_location(4),
+                                 fix="give sizes >= 1")
+        return DynamicSpec(axes, scalars, buckets if axes else (), max_size, pad, grow)
+
+    def sizes(self) -> tuple[int, ...]:
+        """Every bucket, smallest first (pow2 up to max_size)."""
+        if isinstance(self.buckets, tuple):
+            return self.buckets
+        top = self.max_size or 1
+        return tuple(1 << k for k in range(max(top - 1, 0).bit_length() + 1))
+
+    def bucket(self, n: int, qualname: str) -> int:
+        """The smallest bucket >= n."""
+        if not isinstance(self.buckets, tuple):  # "pow2"
+            b = 1 << max(n - 1, 0).bit_length()
+            if self.max_size is None or b <= self.max_size or self.grow:
+                return b
+        else:
+            b = next((s for s in self.buckets if s >= n), 0)
+            if b:
+                return b
+            if self.grow:
+                return 1 << max(n - 1, 0).bit_length()
+        raise SignatureError(f"{qualname}() got a dynamic length of {n}, above its largest "
+                             f"bucket {self.sizes()[-1]}", where=user_location(4),
+                             fix="pass at most that many, add a larger bucket, or compile with "
+                                 "grow=True to compile a new bucket when one is needed")
+
+    def pad_value(self, path: str) -> Any:
+        return self.pad.get(path, 0) if isinstance(self.pad, dict) else self.pad
+
+
+@dataclass
+class Padded:
+    """One call made to fit a bucket: its leaves (padded copies or views of the caller's
+    arrays), the true length, the bucket, and what to undo after the run."""
+    leaves: list[Any]
+    n: int
+    bucket: int
+    originals: dict[int, Any]    # leaf -> the caller's array a padded copy stands for
+    axes: dict[int, int]         # leaf -> its dynamic axis
+
+
+def dynamic_leaves(spec: DynamicSpec, paths: list[str], infos: list[ArrayInfo | None],
+                   qualname: str) -> dict[int, int]:
+    """leaf -> axis for the arrays the spec names (a name also covers the leaves under it)."""
+    found: dict[int, int] = {}
+    for name, axis in spec.axes.items():
+        hits = [i for i, p in enumerate(paths) if p == name or p.startswith(name + ".")
+                or p.startswith(name + "[")]
+        if not hits:
+            raise SignatureError(f"dynamic= names {name!r}, which is no argument of "
+                                 f"{qualname}", where=user_location(5),
+                                 fix=f"use the names of its parameters: {sorted(set(paths))}")
+        for i in hits:
+            info = infos[i]
+            if info is None:
+                continue
+            if axis >= len(info.shape):
+                raise SignatureError(f"argument {paths[i]} has {len(info.shape)} dimensions; "
+                                     f"its dynamic axis is {axis}", where=user_location(5),
+                                     fix="declare an axis it has")
+            found[i] = axis
+    return found
+
+
+def pad_call(spec: DynamicSpec, leaves: list[Any], paths: list[str],
+             infos: list[ArrayInfo | None], qualname: str, written: set[int] | None) -> Padded:
+    """The call's dynamic arrays padded to the bucket of their common length n. `written`:
+    the leaves compiled graphs write (None: not known yet), which must be copies."""
+    axes = dynamic_leaves(spec, paths, infos, qualname)
+    lengths = {paths[i]: infos[i].shape[a] for i, a in axes.items()}  # type: ignore[union-attr]
+    if len(set(lengths.values())) > 1:
+        raise SignatureError(f"{qualname}() got dynamic arguments of different lengths "
+                             f"{lengths}; they vary together", where=user_location(4),
+                             fix="pass arrays of one length along their dynamic axes")
+    n = next(iter(lengths.values())) if lengths else 0
+    b = spec.bucket(n, qualname)
+    out, originals = list(leaves), {}
+    if b != n:
+        for i, axis in axes.items():
+            out[i] = _padded(leaves[i], infos[i], axis, n, b, spec.pad_value(paths[i]),
+                             written is None or i in written)
+            if out[i] is not leaves[i]:
+                originals[i] = leaves[i]
+    return Padded(out, n, b, originals, axes)
+
+
+def _padded(x: Any, info: Any, axis: int, n: int, b: int, fill: Any, written: bool) -> Any:
+    """x grown from n to b along `axis`: a view of the caller's own memory where it already
+    has room and neither the padding's value nor a write there matters, else a copy."""
+    if isinstance(x, np.ndarray):
+        shape = list(x.shape)
+        shape[axis] = b
+        padded = np.empty(shape, x.dtype)
+        index = (slice(None),) * axis
+        padded[(*index, slice(0, n))] = x
+        padded[(*index, slice(n, b))] = 0 if fill is None else fill
+        return padded
+    if axis != 0:
+        raise SignatureError(f"a device array's dynamic axis is {axis}; device arrays are "
+                             "padded along axis 0 only", where=user_location(6),
+                             fix="make the varying axis the first one, or pass a NumPy array")
+    room = _numba.device_array_with_room(x, info, b)
+    if room is not None and fill is None and not written:
+        return room
+    from numba import cuda
+    padded = cuda.device_array((b, *info.shape[1:]), info.dtype)
+    if n:
+        padded[:n].copy_to_device(cuda.as_cuda_array(x) if not hasattr(x, "copy_to_host")
+                                  else x)
+    tail = np.full((b - n, *info.shape[1:]), 0 if fill is None else fill, info.dtype)
+    padded[n:].copy_to_device(tail)
+    return padded
+
+
+def sliced(result: Any, axes: tuple[int, ...], n: int) -> Any:
+    """A result cut back from the bucket's length to n along its dynamic axes."""
+    if not axes:
+        return result
+    index = [slice(None)] * (max(axes) + 1)
+    for a in axes:
+        index[a] = slice(0, n)
+    return result[tuple(index)]
+
+
+def copy_back(padded: Padded, written: set[int]) -> None:
+    """The first n rows of each written padded copy back into the caller's array."""
+    for i, original in padded.originals.items():
+        if i not in written:
+            continue
+        axis = padded.axes[i]
+        index = (*(slice(None),) * axis, slice(0, padded.n))
+        copy = padded.leaves[i]
+        if isinstance(original, np.ndarray):
+            original[...] = copy[index]
+        else:
+            from numba import cuda
+            target = original if hasattr(original, "copy_to_device") else \
+                cuda.as_cuda_array(original)
+            target.copy_to_device(copy[index])
+
+
+def bucket_of(spec: DynamicSpec, call: Any) -> int:
+    """The bucket a padded call (its last leaf the true length) runs."""
+    return spec.bucket(int(call.leaves[-1]), "")
+
+
+def result_axes(spec: DynamicSpec, call: Any, program: Any,
+                trace: Any) -> tuple[tuple[int, ...], ...]:
+    """Per result leaf, the axes that carry the dynamic length: those that change when the
+    function is traced again one longer (only traced: nothing is compiled). A function that
+    cannot be traced at that length gets its axes 0 of the bucket's length."""
+    axes = dynamic_leaves(spec, call.paths, call.infos, "")
+    bucket = bucket_of(spec, call)
+    infos = list(call.infos)
+    for i, axis in axes.items():
+        info = infos[i]
+        grown = list(info.shape)
+        grown[axis] += 1
+        infos[i] = info._replace(shape=tuple(grown))
+    try:
+        longer = trace(call.__class__(call.leaves, call.paths, call.tree, infos, call.key))
+    except Exception:  # the probe is a guess; see the fallback
+        longer = None
+    found = []
+    for k, out in enumerate(program.outputs):
+        shape = _result_shape(program, out)
+        if longer is not None and k < len(longer.outputs):
+            other = _result_shape(longer, longer.outputs[k])
+            found.append(tuple(a for a, (x, y) in enumerate(zip(shape, other)) if y == x + 1))
+        else:
+            found.append((0,) if shape and shape[0] == bucket else ())
+    return tuple(found)
+
+
+def _result_shape(program: Any, out: Any) -> tuple[int, ...]:
+    if out.kind == "input":
+        return tuple(program.inputs[out.input_index].shape)
+    if out.kind == "static":
+        return ()
+    return tuple(out.view.shape)
+
+
+def finish(entry: Any, padded: Padded, result: Any) -> Any:
+    """After a padded run: written copies back into the caller's arrays, results cut to
+    the true length, an argument handed back as the caller's own object."""
+    from . import pytree
+    copy_back(padded, {i.index for i in entry.program.inputs if i.written})
+    leaves, _, structure = pytree.flatten(result)
+    out = []
+    for leaf, o, axes in zip(leaves, entry.program.outputs, entry.dynamic_axes):
+        if o.kind == "input":  # the caller's own object, not the padded copy
+            out.append(padded.originals.get(o.input_index, padded.leaves[o.input_index]))
+        else:
+            out.append(sliced(leaf, axes, padded.n) if hasattr(leaf, "shape") else leaf)
+    return pytree.unflatten(structure, out)
+
+
+def resized_call(spec: DynamicSpec, call: Any, b: int, qualname: str) -> tuple:
+    """(leaves, paths, tree) of example arguments made b long along their dynamic axes."""
+    axes = dynamic_leaves(spec, call.paths, call.infos, qualname)
+    leaves = list(call.leaves)
+    for i, axis in axes.items():
+        x, info = leaves[i], call.infos[i]
+        n = info.shape[axis]
+        if b <= n:
+            leaves[i] = x[(*(slice(None),) * axis, slice(0, b))]
+        else:
+            leaves[i] = _padded(x, info, axis, n, b, 0, True)
+    return leaves, call.paths, call.tree
