@@ -28,6 +28,7 @@ from .trace import (
                     zeros,
                     zeros_like,
 )
+from .trace.control import else_, if_, switch, while_
 from .traced import DynamicScalar
 from .visualize import visualize
 
@@ -36,6 +37,7 @@ __version__ = "0.2.0"
 __all__ = [
     "Array", "CacheInfo", "CompiledFunction", "CudaError", "DynamicScalar", "LoweringError",
     "Plan", "Program", "SignatureError", "TraceError", "TracegraphError", "VerifyError",
-    "access", "callback", "compile", "empty", "empty_like", "length", "ops", "record",
-    "register_pytree_node", "verify", "visualize", "wait", "zeros", "zeros_like",
+    "access", "callback", "compile", "else_", "empty", "empty_like", "if_", "length", "ops",
+    "record", "register_pytree_node", "switch", "verify", "visualize", "wait", "while_",
+    "zeros", "zeros_like",
 ]

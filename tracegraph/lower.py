@@ -18,6 +18,16 @@ def lower(program: Program) -> Plan:
     Guarantees: one PlanNode per op in program order; deps are the graph's predecessors;
     kernel nodes have argtypes and params; pointer_slots lists every buffer address.
     """
+    nodes, slots, scalars = _lower_nodes(program, program)
+    return Plan(program.name, tuple(nodes), program.buffers, program.inputs,
+                program.input_tree, program.outputs, program.output_tree, program.device_mode,
+                program, {b: tuple(s) for b, s in slots.items()},
+                {leaf: tuple(s) for leaf, s in scalars.items()})
+
+
+def _lower_nodes(program: Program, top: Program) -> tuple[list[PlanNode], dict, dict]:
+    """The nodes of a Program (the whole function's, or a body's), with where buffers'
+    addresses and dynamic scalars appear in them."""
     g = program.graph
     if not nx.is_directed_acyclic_graph(g):
         raise LoweringError(f"the dependency graph of {program.name} has a cycle",
@@ -28,7 +38,7 @@ def lower(program: Program) -> Plan:
     for i, op in enumerate(program.ops):
         deps = tuple(sorted(g.predecessors(i)))
         if op.kind == "kernel":
-            node = _kernel_node(i, op, deps, slots, program)
+            node = _kernel_node(i, op, deps, slots, top)
             for pos, p in enumerate(node.params):
                 if isinstance(p, ScalarSlot):
                     scalars.setdefault(p.leaf, []).append((i, pos))
@@ -46,13 +56,31 @@ def lower(program: Program) -> Plan:
             slots.setdefault(dst.buffer, []).append((i, "dst", dst.offset))
             node = PlanNode(i, op.kind, deps, op.name, op.location, op,
                             nbytes=dst.size * dst.itemsize)
+        elif op.kind == OpKind.CONDITIONAL:
+            node = PlanNode(i, op.kind, deps, op.name, op.location, op,
+                            bodies=tuple(_lower_body(body, top) for body in op.conditional.bodies))
         else:
             node = PlanNode(i, op.kind, deps, op.name, op.location, op)
         nodes.append(node)
-    return Plan(program.name, tuple(nodes), program.buffers, program.inputs,
-                program.input_tree, program.outputs, program.output_tree, program.device_mode,
-                program, {b: tuple(s) for b, s in slots.items()},
-                {leaf: tuple(s) for leaf, s in scalars.items()})
+    return nodes, slots, scalars
+
+
+_NOT_IN_BODIES = {OpKind.HOST: "a host callback", OpKind.EVENT_RECORD: "an event record",
+                  OpKind.EVENT_WAIT: "an event wait"}
+
+
+def _lower_body(body: Program, top: Program) -> tuple[PlanNode, ...]:
+    """A conditional node's body graph: what CUDA allows in one, nothing re-pointed."""
+    for op in body.ops:
+        what = _NOT_IN_BODIES.get(op.kind)
+        if what is not None:
+            raise LoweringError(f"{what} ({op.name}) inside a tg.while_/tg.if_/tg.switch "
+                                "body: CUDA allows only kernels, copies, memsets and other "
+                                "conditionals in a conditional node's body",
+                                where=op.location,
+                                fix="move it out of the block (before or after it)")
+    nodes, _, _ = _lower_nodes(body, top)
+    return tuple(nodes)
 
 
 def _kernel_node(i: int, op: Op, deps: tuple[int, ...],

@@ -66,6 +66,7 @@ class PlanNode:
     argtypes: tuple = field(default=(), repr=False)
     params: tuple = field(default=(), repr=False)
     nbytes: int = 0  # memcpy/memset size
+    bodies: tuple[tuple[PlanNode, ...], ...] = field(default=(), repr=False)  # conditional
 
     def describe(self) -> str:
         return f"{self.op.describe()} ({self.location})" if self.location else self.op.describe()

@@ -17,7 +17,17 @@ import numpy as np
 
 from .. import _numba, pytree
 from ..errors import LoweringError, TracegraphError
-from ..ir import DEVICE_INPUT, EXTERNAL, HOST_CONSTANT, HOST_INPUT, STAGING, TEMP, ScalarArg, View
+from ..ir import (
+    DEVICE_INPUT,
+    EXTERNAL,
+    HOST_CONSTANT,
+    HOST_INPUT,
+    STAGING,
+    TEMP,
+    OpKind,
+    ScalarArg,
+    View,
+)
 from ..plan import Plan, input_bases, replay_table
 from ..signature.arguments import ArrayInfo, describe
 
@@ -33,6 +43,15 @@ def host_bytes(address: int, nbytes: int) -> np.ndarray:
     return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
 
 
+def loop_limit_error(node: Any) -> TracegraphError:
+    c = node.op.conditional
+    return TracegraphError(f"a tg.while_ loop stopped at its limit of {c.max_iterations} "
+                           "iterations with its flag still set", where=node.location,
+                           fix="raise max_iterations, or check the loop's condition "
+                               "(raise_at_limit=False returns instead; loop.iterations says "
+                               "how many ran)")
+
+
 def host_constant_bytes(buffer: Any) -> np.ndarray:
     """The current bytes of a held host array (what eager Numba copies on every call)."""
     data = np.ascontiguousarray(np.asarray(buffer.external)).reshape(-1).view(np.uint8)
@@ -43,11 +62,13 @@ def host_constant_bytes(buffer: Any) -> np.ndarray:
     return data
 
 
-def random_topological_order(plan: Plan, seed: int) -> list[int]:
+def random_topological_order(plan: Plan | tuple, seed: int) -> list[int]:
+    """A valid order of a Plan's nodes (or of a body's nodes), chosen at random by seed."""
+    nodes = plan.nodes if isinstance(plan, Plan) else plan
     rng = random.Random(seed)
-    waiting = {n.index: len(n.deps) for n in plan.nodes}
-    users: dict[int, list[int]] = {n.index: [] for n in plan.nodes}
-    for n in plan.nodes:
+    waiting = {n.index: len(n.deps) for n in nodes}
+    users: dict[int, list[int]] = {n.index: [] for n in nodes}
+    for n in nodes:
         for d in n.deps:
             users[d].append(n.index)
     ready = [i for i, k in waiting.items() if k == 0]
@@ -90,6 +111,7 @@ class SimExecutable:
         self.written = frozenset(a.buffer for n in plan.nodes for a in n.op.accesses
                                  if a.writes)
         self.table = replay_table(plan)
+        self._orders: dict[int, list[int]] = {}  # body -> the order its nodes run in
         self._lock = threading.Lock()
 
     def run(self, leaves: list[Any], infos: list[ArrayInfo | None], stream: Any = None) -> Any:  # noqa: ARG002
@@ -107,16 +129,12 @@ class SimExecutable:
             mem[b][:] = host_constant_bytes(plan.buffers[b])
 
         captured = self._captured(mem)
+        at_limit: list[Any] = []
         for i in self.order:
             node = plan.nodes[i]
             for b in self.fresh.get(i, ()):
                 mem[b][:] = _POISON
-            try:
-                self._execute(node, mem, captured, leaves)
-            except Exception as exc:
-                if hasattr(exc, "add_note"):
-                    exc.add_note(f"while executing graph node {i}: {node.describe()}")
-                raise
+            self._execute_or_note(node, mem, captured, leaves, at_limit)
 
         for h in self.table.host_inputs:
             for leaf, view in h.write_back:  # each written leaf's own elements only
@@ -124,8 +142,60 @@ class SimExecutable:
         for (lo, host), members in copied_from_device:
             if any(b in self.written for b in members):  # a caller's or captured array
                 _numba.device_bytes(lo, host.nbytes).copy_to_device(host)
+        if at_limit:
+            raise loop_limit_error(at_limit[0])
         return pytree.unflatten(plan.output_tree,
                                 [self._output(o, leaves, mem) for o in plan.outputs])
+
+    def _execute_or_note(self, node: Any, mem: dict, captured: dict, leaves: list,
+                         at_limit: list) -> None:
+        try:
+            if node.kind == OpKind.CONDITIONAL:
+                self._conditional(node, mem, captured, leaves, at_limit)
+            else:
+                self._execute(node, mem, captured, leaves)
+        except Exception as exc:
+            if hasattr(exc, "add_note"):
+                exc.add_note(f"while executing graph node {node.index}: {node.describe()}")
+            raise
+
+    def _conditional(self, node: Any, mem: dict, captured: dict, leaves: list,
+                     at_limit: list) -> None:
+        """A conditional node: its bodies run on the host, each in a valid order."""
+        c = node.op.conditional
+
+        def flag() -> int:
+            return int(_ndarray(c.flag, mem).reshape(-1)[0])
+
+        def run(body: tuple) -> None:
+            for i in self._body_order(body):
+                self._execute_or_note(body[i], mem, captured, leaves, at_limit)
+
+        if c.kind == "while":
+            counter = _ndarray(c.counter, mem).reshape(-1)
+            counter[0] = 0
+            while flag() != 0 and counter[0] < c.max_iterations:
+                run(node.bodies[0])
+                counter[0] += 1
+            if c.raise_at_limit and flag() != 0 and counter[0] >= c.max_iterations:
+                at_limit.append(node)
+        elif c.kind == "if":
+            if flag() != 0:
+                run(node.bodies[0])
+            elif len(node.bodies) > 1:
+                run(node.bodies[1])
+        else:
+            k = flag()
+            if 0 <= k < len(node.bodies):
+                run(node.bodies[k])
+
+    def _body_order(self, body: tuple) -> list[int]:
+        order = self._orders.get(id(body))
+        if order is None:
+            order = (random_topological_order(body, self.seed + len(self._orders) + 1)
+                     if self.seed is not None else list(range(len(body))))
+            self._orders[id(body)] = order
+        return order
 
     def _device_memory(self, mem: dict[int, np.ndarray], device_bases: dict[int, int]) -> list:
         """Point the caller's and captured device arrays' buffers at their memory: in place

@@ -20,6 +20,7 @@ class OpKind(_Named):
     EVENT_RECORD = "event_record"
     EVENT_WAIT = "event_wait"
     HOST = "host"
+    CONDITIONAL = "conditional"  # while / if / if-else / switch over bodies (sub-programs)
 
 
 class BufferKind(_Named):

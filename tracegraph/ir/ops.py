@@ -53,7 +53,21 @@ class HostCall:
     fn: Any = field(compare=False)
 
 
-OpData = Launch | Copy | Fill | EventUse | HostCall
+@dataclass(frozen=True, slots=True)
+class Conditional:
+    """Device-side control flow: `kind` "while" (repeat bodies[0] while flag[0] != 0, at
+    most `max_iterations` times, counting iterations in `counter`), "if" (bodies[0] when
+    flag[0] != 0, else bodies[1] if given), or "switch" (bodies[flag[0]], none when out
+    of range). Each body is a Program over the same buffers (its own dependency graph)."""
+    kind: str
+    flag: View
+    bodies: tuple[Any, ...]
+    max_iterations: int = 0
+    counter: View | None = None
+    raise_at_limit: bool = False
+
+
+OpData = Launch | Copy | Fill | EventUse | HostCall | Conditional
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +101,10 @@ class Op:
     @property
     def host_call(self) -> HostCall:
         return _of(self, HostCall)
+
+    @property
+    def conditional(self) -> Conditional:
+        return _of(self, Conditional)
 
     def describe(self) -> str:
         if isinstance(self.data, Launch):

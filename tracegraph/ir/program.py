@@ -126,6 +126,11 @@ def verify(program: Program, *, check_order: bool = False) -> Program:
     if check_order:
         _check_order(program)
         _check_arena(program)
+    for op in program.ops:
+        if op.kind == OpKind.CONDITIONAL:
+            for body in op.conditional.bodies:
+                if isinstance(body, Program):
+                    verify(body, check_order=check_order)
     return program
 
 

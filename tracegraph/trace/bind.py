@@ -31,6 +31,7 @@ from ..ir import (
 from ..location import user_location
 from ..signature import arguments
 from ..traced import Array, DynamicScalar
+from .bodies import as_programs, body_buffers, shadow_inputs
 from .tracer import Tracer, _bytes_view
 
 # ---------------------------------------------------------------------------
@@ -65,9 +66,10 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
                          fix="launch at least one kernel (or tg.ops call) inside it, or call "
                              "it without @tg.compile")
     device_mode = any(i is not None and i.placement == arguments.DEVICE for i in infos)
+    tracer.ops = shadow_inputs(tracer, tracer.ops)
     outputs, out_tree = _bind_outputs(tracer, result, inputs, device_mode, name, fn, stand_ins)
     inputs = _mark_written_and_write_back(tracer, inputs)
-    ops = tuple(tracer.ops)
+    ops = as_programs(tracer.ops, tuple(tracer.buffers), name)
     return Program(name, ops, tuple(tracer.buffers), tuple(inputs), tree, tuple(outputs),
                    out_tree, op_graph(ops), device_mode,
                    aliased_inputs(tracer.buffers, inputs, infos))
@@ -157,6 +159,7 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
         if inp.kind == "array":
             by_view.setdefault(inp.view, inp.index)
     outputs: list[OutputLeaf] = []
+    in_bodies = body_buffers(tracer.ops)
     for leaf, path in zip(leaves, paths):
         if isinstance(leaf, Array):
             view = tracer.view_of(leaf)
@@ -165,7 +168,9 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
                 outputs.append(OutputLeaf(OutputKind.INPUT, input_index=index))
                 continue
             buffer = tracer.buffers[view.buffer]
-            if device_mode and buffer.kind in (TEMP, EXTERNAL):
+            # a result handed out as it is: not one a body touches (the graph moves held
+            # results to other memory by re-pointing, outside bodies only)
+            if device_mode and buffer.kind in (TEMP, EXTERNAL) and view.buffer not in in_bodies:
                 outputs.append(OutputLeaf(OutputKind.DEVICE, view=view))
                 continue
             # a copy: into pinned memory for NumPy results, into fresh device memory for a

@@ -18,6 +18,7 @@ from ..ir import (
     Access,
     Buffer,
     BufferKind,
+    Conditional,
     Copy,
     CopyRole,
     EventUse,
@@ -45,6 +46,7 @@ class Tracer:
         self.buffers: list[Buffer] = []
         self.launches = 0  # launches asked for, also those that run nothing (0 elements)
         self.length: Any = None  # what tg.length() gives, in a dynamic function
+        self._frames: list[list[Op]] = []  # the enclosing op lists, inside control flow
         self._externals: dict[int, int] = {}  # id(device array) -> buffer
         self._external_refs: list[Any] = []
         self._warned_stream = False
@@ -125,6 +127,11 @@ class Tracer:
         if isinstance(a, Array):
             return self.view_of(a)
         if isinstance(a, DynamicScalar):
+            if self._frames:
+                raise TraceError(f"the dynamic scalar {a.name} is passed to {kernel} inside "
+                                 "a tg.while_/tg.if_/tg.switch body, whose kernels the graph "
+                                 "cannot patch per call", where=where,
+                                 fix="pass it as a 1-element device array the kernel reads")
             return ScalarArg(a.leaf)
         if isinstance(a, np.ndarray):
             raise TraceError(f"argument {i} of {kernel} is a host NumPy array: Numba would "
@@ -170,6 +177,32 @@ class Tracer:
         name = getattr(fn, "__name__", "callback")
         self.ops.append(Op(OpKind.HOST, name, accesses, user_location(3), HostCall(fn),
                            barrier=not views))
+
+    # -- device-side control flow (trace/control.py) ------------------------------
+    def begin_body(self) -> None:
+        """Record the next ops into a body of their own."""
+        self._frames.append(self.ops)
+        self.ops = []
+
+    def end_body(self) -> tuple[Op, ...]:
+        body, self.ops = tuple(self.ops), self._frames.pop()
+        return body
+
+    @property
+    def in_body(self) -> bool:
+        return bool(self._frames)
+
+    def add_conditional(self, data: Conditional, where: str) -> None:
+        """The construct as one op: it touches whatever its bodies touch (a body may not
+        run, or run many times: read and written), plus its flag and counter."""
+        accesses = [Access(data.flag.buffer, *data.flag.byte_range(), "r")]
+        if data.counter is not None:
+            accesses.append(Access(data.counter.buffer, *data.counter.byte_range(), "rw"))
+        for body in data.bodies:
+            for op in body:
+                accesses.extend(op.accesses)
+        name = {"while": "while", "if": "if", "switch": "switch"}[data.kind]
+        self.ops.append(Op(OpKind.CONDITIONAL, name, tuple(accesses), where, data))
 
     # -- Numba's host API called while tracing (_numba/hooks.py) --------------
     def device_array(self, shape: Any, dtype: Any, order: str = "C") -> Array:

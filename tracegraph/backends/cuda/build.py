@@ -10,6 +10,7 @@ scripts/probe_memcpy_node_effect.py, docs/performance.md.
 """
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +47,8 @@ class GraphBuilder:
         self._kernels: dict[tuple, tuple[Any, bool]] = {}
         self._builders = {OpKind.KERNEL: self._kernel, OpKind.MEMCPY: self._memcpy,
                           OpKind.MEMSET: self._memset, OpKind.HOST: self._host,
-                          OpKind.EVENT_RECORD: self._event, OpKind.EVENT_WAIT: self._event}
+                          OpKind.EVENT_RECORD: self._event, OpKind.EVENT_WAIT: self._event,
+                          OpKind.CONDITIONAL: self._conditional}
 
     def build(self, instantiate: bool = True) -> BuiltGraph:
         built = BuiltGraph(self.platform.new_graph())
@@ -158,6 +160,63 @@ class GraphBuilder:
         g = parent.record(placeholder) if record else parent.wait(placeholder)
         self.platform.set_event(g, record, node.op.event.event)
         return g
+
+    def _conditional(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:
+        """A helper node sets the condition from the flag (in front, and for a loop again
+        at the end of its body), then the conditional node holds the bodies."""
+        c = node.op.conditional
+        cond = built.gdef.create_condition(default_value=0)
+        flag = self.target(c.flag.buffer) + c.flag.offset
+        kind = "i64" if c.flag.dtype.itemsize == 8 else "i32"
+        one = self.platform.launch_config((1, 1, 1), (1, 1, 1), 0)
+        if c.kind == "while":
+            assert c.counter is not None  # a loop counts its iterations
+            counter = self.target(c.counter.buffer) + c.counter.offset
+            args = (cond, flag, counter, ctypes.c_int32(c.max_iterations))
+            start = parent.launch(one, self.platform.condition_helper(f"tg_while_start_{kind}"),
+                                  *args)
+            self._after_all_deps(built, node, start)
+            loop = start.while_loop(cond)
+            sinks = self._body(built, node.bodies[0], loop.body)
+            helper = self.platform.condition_helper(f"tg_while_next_{kind}")
+            last = (sinks[0] if sinks else loop.body).launch(one, helper, *args)
+            for s in sinks[1:]:
+                last.pred.add(s)
+            return loop
+        name = "tg_if" if c.kind == "if" else "tg_switch"
+        pre = parent.launch(one, self.platform.condition_helper(f"{name}_{kind}"), cond, flag)
+        self._after_all_deps(built, node, pre)
+        if c.kind == "switch":
+            g = pre.switch(cond, len(node.bodies))
+            targets = list(g.branches)
+        elif len(node.bodies) == 2:
+            g = pre.if_else(cond)
+            targets = [g.then, g.else_]
+        else:
+            g = pre.if_then(cond)
+            targets = [g.then]
+        for body, target in zip(node.bodies, targets):
+            self._body(built, body, target)
+        return g
+
+    def _after_all_deps(self, built: BuiltGraph, node: PlanNode, g: Any) -> None:
+        for d in node.deps[1:]:
+            g.pred.add(built.nodes[d])
+
+    def _body(self, built: BuiltGraph, nodes: tuple, root: Any) -> list:
+        """A body's nodes under `root` (a body graph); returns its sinks. Nothing in a body
+        is re-pointed, so what its builders record goes to a scratch record."""
+        scratch = BuiltGraph(built.gdef)
+        scratch.events = built.events
+        used: set[int] = set()
+        for n in nodes:
+            deps = [scratch.nodes[d] for d in n.deps]
+            g = self._builders[n.kind](scratch, n, deps[0] if deps else root, bool(deps))
+            for d in deps[1:]:
+                g.pred.add(d)
+            scratch.nodes[n.index] = g
+            used.update(n.deps)
+        return [scratch.nodes[n.index] for n in nodes if n.index not in used]
 
     # -- around the plan's nodes ------------------------------------------------------
     def _input_copies(self, built: BuiltGraph) -> None:

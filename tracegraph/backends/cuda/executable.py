@@ -7,8 +7,10 @@ from typing import Any
 
 from ... import config
 from ...errors import CudaError, TracegraphError
+from ...ir import OpKind
 from ...plan import Plan, PlanNode, input_bases, replay_table
 from ...signature import ArrayInfo
+from ..sim import loop_limit_error
 from .build import GraphBuilder
 from .memory import GraphMemory
 from .moved_inputs import watched_inputs
@@ -47,8 +49,11 @@ class CudaExecutable:
         # NumPy inputs and held host data: the next call refills pinned staging (or the
         # caller may reuse a page-locked array), so the graph must have read them before
         # this call returns; NumPy results are read on return
-        self._needs_sync = bool(self.table.host_inputs or self.table.constants) or \
-            any(o.kind == "host" for o in plan.outputs)
+        # loops that raise at their limit: read after the run
+        self._limits = [n for n in _all_nodes(plan.nodes) if n.kind == OpKind.CONDITIONAL
+                        and n.op.conditional.raise_at_limit]
+        self._needs_sync = bool(self.table.host_inputs or self.table.constants or self._limits) \
+            or any(o.kind == "host" for o in plan.outputs)
 
     @property
     def gdef(self) -> Any:
@@ -90,6 +95,7 @@ class CudaExecutable:
                     raise self._fault(exc, "cuStreamSynchronize") from exc
                 self._raise_callback_errors()
                 r.write_back(staged, leaves)
+                self._check_limits()
             return r.results(leaves)
 
     def _take_over(self, other: CudaExecutable) -> None:
@@ -130,6 +136,18 @@ class CudaExecutable:
         self.replayer.attach(self.built)
         self.platform.synchronize()
         old.graph.close()
+
+    def _check_limits(self) -> None:
+        """A loop asked to raise at its limit that stopped there with its flag set."""
+        for node in self._limits:
+            c = node.op.conditional
+            base = self.memory.base
+            counter = self.platform.read_bytes(base[c.counter.buffer] + c.counter.offset, 4)
+            flag = self.platform.read_bytes(base[c.flag.buffer] + c.flag.offset,
+                                            c.flag.dtype.itemsize)
+            if flag.view(c.flag.dtype)[0] != 0 and \
+                    counter.view("i4")[0] >= c.max_iterations:
+                raise loop_limit_error(node)
 
     def _guarded(self, fn: Any, node: PlanNode) -> Any:
         errors = self._callback_errors
@@ -175,6 +193,15 @@ class CudaExecutable:
         if graph is not None and not graph.is_closed:
             self.platform.synchronize()  # it may still be running
             graph.close()
+
+
+def _all_nodes(nodes: tuple) -> list:
+    out = []
+    for n in nodes:
+        out.append(n)
+        for body in n.bodies:
+            out += _all_nodes(body)
+    return out
 
 
 def build(plan: Plan, infos: list | None = None, take_over: Any = None,

@@ -31,6 +31,11 @@ class FakeNode:
                  preds: tuple = ()):
         self.graph, self.kind, self.params = graph, kind, params
         self.pred: set[FakeNode] = set(preds)
+        # a conditional node's body graphs, under cuda.core's names
+        self.body: Any = None
+        self.then: Any = None
+        self.else_: Any = None
+        self.branches: tuple = ()
         self.handle = len(graph.all)
         graph.all.append(self)
 
@@ -64,6 +69,30 @@ class FakeNode:
     def embed(self, child: Any) -> FakeNode:
         return self._child("graph", {"child": child})
 
+    # conditional nodes, as cuda.core's: the bodies are graphs of their own
+    def while_loop(self, cond: FakeCondition) -> FakeNode:
+        node = self._child("while", {"cond": cond, "bodies": [self._body()]})
+        node.body = node.params["bodies"][0]
+        return node
+
+    def if_then(self, cond: FakeCondition) -> FakeNode:
+        node = self._child("if", {"cond": cond, "bodies": [self._body()]})
+        node.then = node.params["bodies"][0]
+        return node
+
+    def if_else(self, cond: FakeCondition) -> FakeNode:
+        node = self._child("if", {"cond": cond, "bodies": [self._body(), self._body()]})
+        node.then, node.else_ = node.params["bodies"]
+        return node
+
+    def switch(self, cond: FakeCondition, n: int) -> FakeNode:
+        node = self._child("switch", {"cond": cond, "bodies": [self._body() for _ in range(n)]})
+        node.branches = tuple(node.params["bodies"])
+        return node
+
+    def _body(self) -> FakeGraphDefinition:
+        return FakeGraphDefinition(self.graph.platform)
+
 
 class FakeGraphDefinition(FakeNode):
     """The root: nodes made from it have no predecessors."""
@@ -75,6 +104,12 @@ class FakeGraphDefinition(FakeNode):
 
     def _child(self, kind: str, params: dict) -> FakeNode:
         return FakeNode(self, kind, params)
+
+    def _body(self) -> FakeGraphDefinition:
+        return FakeGraphDefinition(self.platform)
+
+    def create_condition(self, default_value: int | None = None) -> FakeCondition:
+        return FakeCondition(default_value)
 
     def empty(self) -> FakeNode:
         return self._child("empty", {})
@@ -284,8 +319,19 @@ class FakePlatform:
                     ready.append(u)
         return out
 
+    def condition_helper(self, name: str) -> FakeHelper:
+        return FakeHelper(name)
+
+    def read_bytes(self, address: int, nbytes: int) -> np.ndarray:
+        return np.frombuffer(memoryview((ctypes.c_uint8 * nbytes).from_address(address)),
+                             np.uint8).copy()
+
     def run_node(self, kind: str, p: dict) -> None:
-        if kind == "kernel":
+        if kind in ("while", "if", "switch"):
+            self._run_conditional(kind, p)
+        elif kind == "kernel" and isinstance(p["kernel"], FakeHelper):
+            p["kernel"].run(p["args"])
+        elif kind == "kernel":
             kernel = p["kernel"]
             grid, block, sharedmem = p["config"]
             args = _numba.unflatten_params(kernel.argtypes, p["args"], _array_at)
@@ -301,11 +347,61 @@ class FakePlatform:
         elif kind == "graph":
             p["child"].launch(None)
 
+    def _run_conditional(self, kind: str, p: dict) -> None:
+        cond, bodies = p["cond"], p["bodies"]
+        if kind == "while":
+            spins = 0
+            while cond.value:
+                bodies[0].launch(None)
+                spins += 1
+                if spins > 1 << 20:
+                    raise RuntimeError("a fake while loop ran a million times")
+        elif kind == "if":
+            if cond.value:
+                bodies[0].launch(None)
+            elif len(bodies) > 1:
+                bodies[1].launch(None)
+        elif 0 <= cond.value < len(bodies):
+            bodies[cond.value].launch(None)
+
+
+class FakeCondition:
+    """A conditional node's condition: set by the helper kernels, read by the node."""
+
+    def __init__(self, default: int | None):
+        self.default = default or 0
+        self.value = self.default
+
+
+class FakeHelper:
+    """A condition-setting helper kernel (platform.CONDITION_SOURCE), run on the host."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def run(self, args: list) -> None:
+        cond, flag_address = args[0], int(args[1])
+        kind = np.int64 if self.name.endswith("i64") else np.int32
+        flag = int(np.frombuffer(memoryview((ctypes.c_uint8 * 8).from_address(flag_address)),
+                                 kind, 1)[0])
+        if self.name.startswith("tg_while"):
+            counter = np.frombuffer(memoryview((ctypes.c_uint8 * 4).from_address(int(args[2]))),
+                                    np.int32, 1)
+            limit = args[3].value
+            counter[0] = 0 if "start" in self.name else counter[0] + 1
+            cond.value = int(flag != 0 and counter[0] < limit)
+        elif self.name.startswith("tg_if"):
+            cond.value = int(flag != 0)
+        else:
+            cond.value = flag if flag >= 0 else 0xFFFFFFFF
+
 
 def _snapshot(params: dict) -> dict:
     out = dict(params)
     if "args" in out:
         out["args"] = list(out["args"])
+    if "bodies" in out:  # a body is instantiated with the graph holding it
+        out["bodies"] = [FakeGraph(body.platform, body) for body in out["bodies"]]
     return out
 
 

@@ -44,6 +44,38 @@ class Platform(Protocol):
     def set_event(self, node: Any, record: bool, event: Any) -> None: ...
     def set_cooperative(self, node: Any) -> None: ...
     def dot(self, gdef: Any) -> str: ...
+    def condition_helper(self, name: str) -> Any: ...
+    def read_bytes(self, address: int, nbytes: int) -> np.ndarray: ...
+
+
+# Numba cannot call cudaGraphSetConditional in a portable way, so the nodes that set a
+# conditional node's condition are these, compiled once per device with NVRTC through
+# cuda.core (seen working on an H200: benchmarks/platform-probe-h200.json)
+CONDITION_SOURCE = r"""
+extern "C" __device__ __cudart_builtin__ void CUDARTAPI
+cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value);
+#define HELPERS(T, S)                                                                     \
+extern "C" __global__ void tg_while_start_##S(cudaGraphConditionalHandle h, const T* flag, \
+                                              int* counter, int max_iterations) {          \
+    counter[0] = 0;                                                                       \
+    cudaGraphSetConditional(h, (flag[0] != 0 && max_iterations > 0) ? 1u : 0u);           \
+}                                                                                         \
+extern "C" __global__ void tg_while_next_##S(cudaGraphConditionalHandle h, const T* flag,  \
+                                             int* counter, int max_iterations) {           \
+    int c = counter[0] + 1;                                                               \
+    counter[0] = c;                                                                       \
+    cudaGraphSetConditional(h, (flag[0] != 0 && c < max_iterations) ? 1u : 0u);           \
+}                                                                                         \
+extern "C" __global__ void tg_if_##S(cudaGraphConditionalHandle h, const T* flag) {       \
+    cudaGraphSetConditional(h, flag[0] != 0 ? 1u : 0u);                                   \
+}                                                                                         \
+extern "C" __global__ void tg_switch_##S(cudaGraphConditionalHandle h, const T* index) {  \
+    T k = index[0];                                                                       \
+    cudaGraphSetConditional(h, k < 0 ? 0xffffffffu : (unsigned int)k);                   \
+}
+HELPERS(int, i32)
+HELPERS(long long, i64)
+"""
 
 
 class CudaPlatform:
@@ -55,6 +87,7 @@ class CudaPlatform:
         self.device = core.Device()
         self.device.set_current()
         self._launch_configs: dict[tuple, Any] = {}
+        self._helpers: Any = None
 
     def set_current(self) -> None:
         self.device.set_current()
@@ -115,6 +148,18 @@ class CudaPlatform:
 
     def set_cooperative(self, node: Any) -> None:
         handles.set_cooperative(node)
+
+    def condition_helper(self, name: str) -> Any:
+        """A kernel setting a conditional node's condition (CONDITION_SOURCE)."""
+        if self._helpers is None:
+            from cuda.core import Program, ProgramOptions
+            options = ProgramOptions(std="c++17", arch=f"sm_{self.device.arch}")
+            self._helpers = Program(CONDITION_SOURCE, code_type="c++",
+                                    options=options).compile("cubin")
+        return self._helpers.get_kernel(name)
+
+    def read_bytes(self, address: int, nbytes: int) -> np.ndarray:
+        return _numba.device_bytes(address, nbytes).copy_to_host()
 
     def dot(self, gdef: Any) -> str:
         from cuda.core.graph import GraphDebugPrintOptions
