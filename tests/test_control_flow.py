@@ -220,3 +220,10 @@ def test_a_dynamic_scalar_inside_a_body_is_refused(backend):
 
     with pytest.raises(tg.TraceError, match="dynamic scalar a"):
         step(np.ones(8), 2.0)
+
+
+def test_visualize_draws_bodies_as_clusters(backend):
+    shrink = _halving(backend, max_iterations=8)
+    shrink(np.full(8, 4.0))
+    dot = tg.visualize(shrink)
+    assert "shape=diamond" in dot and 'label="loop body"' in dot and "style=dashed" in dot

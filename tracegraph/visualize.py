@@ -13,7 +13,7 @@ from .lower import Plan
 _COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac")
 _SHAPES = {"kernel": "box", "memcpy": "cds", "memset": "note", "event_record": "invhouse",
-           "event_wait": "house", "host": "ellipse"}
+           "event_wait": "house", "host": "ellipse", "conditional": "diamond"}
 
 
 def visualize(target: Any, *args: Any, format: str = "dot", path: str | None = None,
@@ -114,11 +114,40 @@ def _to_pydot(program: Program) -> pydot.Dot:
                                     shape=_SHAPES.get(op.kind, "box"),
                                     color=_COLORS[lane % len(_COLORS)],
                                     fontname="Helvetica"))
-    for u, v, data in g.edges(data=True):
-        hazards = "/".join(h for h in ("RAW", "WAW", "WAR") if h in data.get("hazards", ()))
-        dot.add_edge(pydot.Edge(f"n{u}", f"n{v}", label=hazards or data.get("hazard", ""),
-                                fontname="Helvetica", fontsize="10"))
+    _edges(dot, program, "n")
+    for i, op in enumerate(program.ops):
+        if op.kind == "conditional":
+            _bodies(dot, op, f"n{i}")
     return dot
+
+
+def _edges(graph: Any, program: Program, prefix: str) -> None:
+    for u, v, data in program.graph.edges(data=True):
+        hazards = "/".join(h for h in ("RAW", "WAW", "WAR") if h in data.get("hazards", ()))
+        graph.add_edge(pydot.Edge(f"{prefix}{u}", f"{prefix}{v}",
+                                  label=hazards or data.get("hazard", ""),
+                                  fontname="Helvetica", fontsize="10"))
+
+
+def _bodies(dot: Any, op: Any, name: str) -> None:
+    """A conditional node's bodies as clusters, dashed edges from the node into them."""
+    c = op.conditional
+    labels = {"while": ["loop body"], "if": ["then", "else"],
+              "switch": [f"case {k}" for k in range(len(c.bodies))]}[c.kind]
+    for k, body in enumerate(c.bodies):
+        prefix = f"{name}_{k}_"
+        cluster = pydot.Cluster(prefix.strip("_"), label=labels[k], style="rounded")
+        dot.add_subgraph(cluster)  # type: ignore[arg-type]  # a Cluster is a Subgraph
+        for j, inner in enumerate(body.ops):
+            cluster.add_node(pydot.Node(f"{prefix}{j}", label=_quote(_label(body, j)),
+                                        shape=_SHAPES.get(inner.kind, "box"),
+                                        fontname="Helvetica"))
+            if body.graph.in_degree(j) == 0:
+                dot.add_edge(pydot.Edge(name, f"{prefix}{j}", style="dashed"))
+        _edges(dot, body, prefix)
+        for j, inner in enumerate(body.ops):
+            if inner.kind == "conditional":
+                _bodies(dot, inner, f"{prefix}{j}")
 
 
 def _quote(text: str) -> str:

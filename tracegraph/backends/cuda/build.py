@@ -165,7 +165,15 @@ class GraphBuilder:
         """A helper node sets the condition from the flag (in front, and for a loop again
         at the end of its body), then the conditional node holds the bodies."""
         c = node.op.conditional
-        cond = built.gdef.create_condition(default_value=0)
+        try:
+            cond = built.gdef.create_condition(default_value=0)
+        except Exception as exc:  # an older driver or cuda.core: say what is needed
+            raise LoweringError(f"tg.{c.kind}_ needs CUDA conditional graph nodes, which "
+                                f"this driver or cuda.core does not offer ({exc})",
+                                where=node.location,
+                                fix="use a CUDA 12.4+ driver with cuda.core >= 1.2, or run "
+                                    "the loop on the host around the compiled function"
+                                ) from exc
         flag = self.target(c.flag.buffer) + c.flag.offset
         kind = "i64" if c.flag.dtype.itemsize == 8 else "i32"
         one = self.platform.launch_config((1, 1, 1), (1, 1, 1), 0)
