@@ -9,7 +9,7 @@ import sys
 import pytest
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
-NAMES = ["mlp_inference", "rk4", "rl_env_step", "heat_jacobi", "branches"]
+NAMES = ["mlp_inference", "rk4", "rl_env_step", "heat_jacobi", "branches", "decode_step"]
 
 
 @pytest.fixture(scope="module")

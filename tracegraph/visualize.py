@@ -136,8 +136,9 @@ def _bodies(dot: Any, op: Any, name: str) -> None:
               "switch": [f"case {k}" for k in range(len(c.bodies))]}[c.kind]
     for k, body in enumerate(c.bodies):
         prefix = f"{name}_{k}_"
-        cluster = pydot.Cluster(prefix.strip("_"), label=labels[k], style="rounded")
-        dot.add_subgraph(cluster)  # type: ignore[arg-type]  # a Cluster is a Subgraph
+        # Any: pydot versions disagree on whether a Cluster types as a Subgraph
+        cluster: Any = pydot.Cluster(prefix.strip("_"), label=labels[k], style="rounded")
+        dot.add_subgraph(cluster)
         for j, inner in enumerate(body.ops):
             cluster.add_node(pydot.Node(f"{prefix}{j}", label=_quote(_label(body, j)),
                                         shape=_SHAPES.get(inner.kind, "box"),
