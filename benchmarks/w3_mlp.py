@@ -57,6 +57,31 @@ def reference(x, ws, bs):
     return h
 
 
+@cuda.jit
+def bias_relu(b, t):
+    """t[r, c] = max(0, t[r, c] + b[c]) in place."""
+    i = cuda.grid(1)
+    m = t.shape[1]
+    if i < t.shape[0] * m:
+        r = i // m
+        c = i % m
+        t[r, c] = max(0, t[r, c] + b[c])
+
+
+def make_mlp_ops(grid, block):
+    """The same step through tracegraph.ops.matmul (cuBLAS where nvmath-python is there,
+    a captured library node) and one Numba bias+ReLU kernel per layer, as PyTorch's."""
+    from tracegraph import ops
+
+    def mlp(x, w0, b0, w1, b1, w2, b2, h0, h1, out):
+        h = x
+        for w, b, o in ((w0, b0, h0), (w1, b1, h1), (w2, b2, out)):
+            ops.matmul(h, w, out=o)
+            bias_relu[grid, block](b, o)
+            h = o
+    return mlp
+
+
 def make_mlp(grid, block, stream=0):
     def mlp(x, w0, b0, w1, b1, w2, b2, h0, h1, out):
         dense_relu[grid, block, stream](x, w0, b0, h0)
@@ -104,6 +129,27 @@ def builders(env, batch, width, block):
         return tracegraph_bench(env, mlp, tuple(args),
                                 check=lambda f: check_with(args, lambda: f.replay(*args))())
 
+    def tracegraph_cublas():
+        import os
+
+        from tracegraph.backends.cuda import cublas
+        if env.gpu and not cublas.available():
+            raise Skip("nvmath-python's cuBLAS bindings unavailable")
+        args = numba_args()
+        # without a GPU (the smoke run): the library node with its NumPy stand-in
+        old = os.environ.get("TRACEGRAPH_MATMUL")
+        os.environ["TRACEGRAPH_MATMUL"] = "cublas"
+        try:
+            return tracegraph_bench(env, make_mlp_ops(grid, block), tuple(args),
+                                    check=lambda f: check_with(args, lambda: f.replay(*args))(),
+                                    note="tracegraph.ops.matmul (cuBLAS library node) + "
+                                         "bias+ReLU kernel: 2 nodes per layer")
+        finally:
+            if old is None:
+                os.environ.pop("TRACEGRAPH_MATMUL")
+            else:
+                os.environ["TRACEGRAPH_MATMUL"] = old
+
     def torch_eager(graph=False):
         torch = env.torch
         if torch is None:
@@ -149,7 +195,7 @@ def builders(env, batch, width, block):
         return Bench(step, note=note, keep=(cx, cw, cb, hs))
 
     return [("numba_eager", numba_eager), ("numba_capture", numba_capture),
-            ("tracegraph", tracegraph),
+            ("tracegraph", tracegraph), ("tracegraph_cublas", tracegraph_cublas),
             ("torch_eager", torch_eager), ("torch_graph", lambda: torch_eager(True)),
             ("cupy_eager", cupy_eager), ("cupy_graph", lambda: cupy_eager(True))]
 

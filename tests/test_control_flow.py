@@ -102,7 +102,7 @@ def test_if_and_else(backend, value):
     np.testing.assert_array_equal(host(got), x * (2.0 if value else -1.0))
 
 
-@pytest.mark.parametrize("index", [0, 1, 2, 5, -1])
+@pytest.mark.parametrize("index", [0, 1, 2, 5, -1, 2**32 + 1, -(2**32) + 1])
 def test_switch_runs_one_case(backend, index):
     @tg.compile(backend=backend)
     def choose(x, k):

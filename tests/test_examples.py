@@ -6,10 +6,12 @@ import importlib.util
 import os
 import sys
 
+import numpy as np
 import pytest
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
-NAMES = ["mlp_inference", "rk4", "rl_env_step", "heat_jacobi", "branches", "decode_step"]
+NAMES = ["mlp_inference", "rk4", "rl_env_step", "heat_jacobi", "branches", "decode_step",
+         "solve_until_converged", "rl_rollout"]
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +53,30 @@ def test_branches_example_writes_the_dag(load, tmp_path, capsys):
     if "svg" in paths:
         with open(paths["svg"]) as f:
             assert "<svg" in f.read()
+
+
+def test_device_loops_count_numpys_iterations(load):
+    """The tg.while_ loops of the two control-flow examples, at sizes main() does not use:
+    the device counter (loop.iterations) is NumPy's iteration count, the results NumPy's."""
+    solver = load("solve_until_converged")
+    u0 = solver.initial(8)
+    for tol, limit in ((5e-2, 500), (1e-9, 7)):  # converges / stops at max_iterations
+        want_u, want_res, want_it = solver.reference(u0, tol, limit)
+        u = solver.cuda.to_device(u0)
+        _, res, iterations = solver.make_solver(limit)(u, tol)
+        assert solver._support.host(iterations).tolist() == [want_it]
+        assert solver._support.host(res).tolist() == [want_res]
+        assert want_it == limit or want_res < tol <= solver.reference(u0, tol, want_it - 1)[1]
+        np.testing.assert_allclose(u.copy_to_host(), want_u, rtol=1e-12, atol=1e-12)
+
+    rl = load("rl_rollout")
+    start = rl.environments(10, 6)
+    want, want_it = rl.reference(start, 6, 25, 26)
+    arrays = rl._support.device(*start)
+    iterations = rl.make_rollout(26)(*arrays, 6, 25)
+    assert rl._support.host(iterations).tolist() == [want_it] and want_it == want[3].max()
+    for got, ref in zip(arrays, want):
+        np.testing.assert_array_equal(got.copy_to_host(), ref)
 
 
 def test_examples_have_a_main_and_a_script_entry():

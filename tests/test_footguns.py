@@ -591,47 +591,6 @@ def test_debug_kernel_is_a_trace_error(backend):
     assert not f.compiled
 
 
-@cuda.jit
-def grid_synced(x):
-    g = cuda.cg.this_grid()
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += 1
-    g.sync()
-
-
-@cuda.jit(device=True)
-def _sync_all():
-    cuda.cg.this_grid().sync()
-
-
-@cuda.jit
-def grid_synced_inside(x):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += 1
-    _sync_all()
-
-
-@pytest.mark.parametrize("kernel", [grid_synced, grid_synced_inside], ids=["kernel", "device fn"])
-def test_cooperative_kernel_is_a_trace_error(backend, kernel):
-    lines = []
-
-    @tg.compile(backend=backend)
-    def f(x):
-        lines.append(_line())
-        kernel[GRID, BLOCK](x)
-        return x
-
-    x = np.arange(N, dtype=np.float64)
-    with pytest.raises(tg.TraceError) as e:
-        f(x)
-    _check_error(e, f"kernel {_numba.kernel_name(kernel)} synchronizes the whole grid")
-    assert e.value.where == f"{__file__}:{lines[0]}"
-    assert "split" in e.value.fix
-    np.testing.assert_array_equal(x, np.arange(N))
-
-
 # ---------------------------------------------------------------------------
 # random number generator states
 

@@ -22,7 +22,10 @@ from .trace import (
                     callback,
                     empty,
                     empty_like,
+                    launch,
                     length,
+                    library,
+                    node_attributes,
                     record,
                     wait,
                     zeros,
@@ -37,7 +40,7 @@ __version__ = "0.2.0"
 __all__ = [
     "Array", "CacheInfo", "CompiledFunction", "CudaError", "DynamicScalar", "LoweringError",
     "Plan", "Program", "SignatureError", "TraceError", "TracegraphError", "VerifyError",
-    "access", "callback", "compile", "else_", "empty", "empty_like", "if_", "length", "ops",
-    "record", "register_pytree_node", "switch", "verify", "visualize", "wait", "while_",
-    "zeros", "zeros_like",
+    "access", "callback", "compile", "else_", "empty", "empty_like", "if_", "launch", "length",
+    "library", "node_attributes", "ops", "record", "register_pytree_node", "switch", "verify",
+    "visualize", "wait", "while_", "zeros", "zeros_like",
 ]

@@ -10,6 +10,7 @@ SIM_ORDER = "TRACEGRAPH_SIM_ORDER"  # "random" or an integer seed: sim runs a ra
 MOVED_INPUTS = "TRACEGRAPH_MOVED_INPUTS"  # auto | repoint | copy: how cuda follows moved inputs
 MOVED_INPUTS_MODES = ("auto", "repoint", "copy")
 CUDA_PLATFORM = "TRACEGRAPH_CUDA_PLATFORM"  # "fake": the cuda backend on the CPU (tests)
+MATMUL = "TRACEGRAPH_MATMUL"  # auto | cublas | kernel: what tracegraph.ops.matmul runs
 
 
 def backend_override() -> str | None:
@@ -37,6 +38,18 @@ def cuda_platform() -> str:
         from .errors import TracegraphError
         raise TracegraphError(f"{CUDA_PLATFORM}={value!r} is not a known platform",
                               fix="set it to gpu or fake, or leave it unset")
+    return value
+
+
+def matmul_engine() -> str:
+    """auto: cuBLAS (a captured library node) where nvmath-python and a GPU are there, the
+    Numba kernel elsewhere; cublas: the library node always (its NumPy stand-in on sim);
+    kernel: the Numba kernel always."""
+    value = os.environ.get(MATMUL, "").strip().lower() or "auto"
+    if value not in ("auto", "cublas", "kernel"):
+        from .errors import TracegraphError
+        raise TracegraphError(f"{MATMUL}={value!r} is not a known engine",
+                              fix="set it to auto, cublas or kernel, or leave it unset")
     return value
 
 

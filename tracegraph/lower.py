@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import networkx as nx
+import numpy as np
 
 from . import _numba
 from .errors import LoweringError
-from .ir import Op, OpKind, Program, ScalarArg, View
+from .ir import ForeignKernel, Op, OpKind, Program, ScalarArg, View
 from .plan import CScalar, Plan, PlanNode, Ptr, ScalarSlot
 
 __all__ = ["CScalar", "Plan", "PlanNode", "Ptr", "lower"]
@@ -91,6 +92,8 @@ def _kernel_node(i: int, op: Op, deps: tuple[int, ...],
         raise LoweringError(f"kernel {op.name} is launched with grid {launch.griddim} and "
                             f"block {launch.blockdim}", where=op.location,
                             fix="use positive dimensions and at most 1024 threads per block")
+    if isinstance(launch.kernel, ForeignKernel):
+        return _foreign_node(i, op, deps, slots)
     given = tuple(_argtype(a, op, program) for a in launch.args)
     try:
         argtypes = _numba.select_overload(launch.kernel, given)
@@ -104,6 +107,25 @@ def _kernel_node(i: int, op: Op, deps: tuple[int, ...],
         if isinstance(p, Ptr):
             slots.setdefault(p.buffer, []).append((i, pos, p.offset))
     return PlanNode(i, OpKind.KERNEL, deps, op.name, op.location, op, argtypes, params)
+
+
+def _foreign_node(i: int, op: Op, deps: tuple[int, ...],
+                  slots: dict[int, list[tuple[int, Any, int]]]) -> PlanNode:
+    """A kernel compiled elsewhere: a pointer per array (its element 0), NumPy scalars by
+    value in their own C type."""
+    params: list[Any] = []
+    described: list[tuple] = []  # what each parameter is: the CPU stand-in rebuilds arrays
+    written = {a.buffer for a in op.accesses if a.writes}
+    for pos, a in enumerate(op.launch.args):
+        if isinstance(a, View):
+            params.append(Ptr(a.buffer, a.offset))
+            slots.setdefault(a.buffer, []).append((i, pos, a.offset))
+            described.append(("array", a.shape, a.strides, a.dtype, a.buffer in written))
+        else:
+            params.append(CScalar(np.ctypeslib.as_ctypes_type(a.dtype).__name__, a.item()))
+            described.append(("scalar", a.dtype))
+    return PlanNode(i, OpKind.KERNEL, deps, op.name, op.location, op, tuple(described),
+                    tuple(params))
 
 
 def _argtype(arg: Any, op: Op, program: Program) -> Any:

@@ -19,6 +19,7 @@ from .captured import GlobalRef, unknown_globals
 from .devicearrays import (
     allocation_refs,
     device_address,
+    device_array_at,
     device_array_with_room,
     device_bytes,
     device_view,
@@ -42,6 +43,7 @@ from .kernels import (
 from .layout import (
     array_type,
     compiled_kernel,
+    cooperative_grid_limit,
     dtype_problem,
     flatten_params,
     layout_of,
@@ -66,8 +68,11 @@ __all__ = [
     "allocation_refs",
     "array_type",
     "compiled_kernel",
+    "cooperative_grid_limit",
     "current_tracer",
-    "device_address", "device_array_with_room",
+    "device_address",
+    "device_array_at",
+    "device_array_with_room",
     "device_bytes",
     "device_view",
     "dtype_problem",

@@ -82,3 +82,13 @@ def device_array_with_room(x: Any, info: Any, b: int) -> Any:
     shape = (b, *info.shape[1:])
     view = DeviceNDArray(shape, info.strides, info.dtype, gpu_data=owner.view(start))
     return view
+
+
+def device_array_at(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...],
+                    dtype: np.dtype) -> Any:
+    """A Numba device array over raw device memory with element 0 at `ptr` (not owned)."""
+    desc = {"shape": tuple(shape), "typestr": np.dtype(dtype).str, "data": (ptr, False),
+            "version": 3, "strides": tuple(strides)}
+    if np.dtype(dtype).names:
+        desc["descr"] = np.dtype(dtype).descr
+    return cuda.from_cuda_array_interface(desc, owner=None, sync=False)

@@ -257,6 +257,14 @@ def compiled_kernel(kernel: Any, argtypes: tuple) -> tuple[Any, bool]:
     return cufunc.kernel, bool(getattr(overload, "cooperative", False))
 
 
+def cooperative_grid_limit(kernel: Any, argtypes: tuple, blockdim: tuple,
+                           sharedmem: int) -> int:
+    """The most blocks a cooperative launch of this overload may have on the current
+    device (all of them must be resident at once)."""
+    overload = kernel.compile(tuple(argtypes))
+    return int(overload.max_cooperative_grid_blocks(tuple(blockdim), sharedmem))
+
+
 def ptx_for(kernel: Any, argtypes: tuple, cc: tuple[int, int] = (9, 0)) -> str:
     """PTX of the kernel for these argument types, without a GPU (not under the simulator)."""
     from numba.cuda import compile_ptx

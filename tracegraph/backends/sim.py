@@ -24,6 +24,8 @@ from ..ir import (
     HOST_INPUT,
     STAGING,
     TEMP,
+    ForeignKernel,
+    Op,
     OpKind,
     ScalarArg,
     View,
@@ -89,6 +91,7 @@ class SimExecutable:
     backend = "sim"
 
     def __init__(self, plan: Plan, seed: int | None = None):
+        check_sim_functions(plan.nodes)
         self.plan = plan
         self.seed = seed
         self.order = (random_topological_order(plan, seed) if seed is not None
@@ -246,12 +249,15 @@ class SimExecutable:
     def _execute(self, node: Any, mem: dict[int, np.ndarray], captured: dict[int, Any],
                  leaves: list[Any]) -> None:
         op = node.op
-        if node.kind == "kernel":
+        if node.kind == OpKind.LIBRARY or (node.kind == "kernel" and
+                                            isinstance(op.launch.kernel, ForeignKernel)):
+            run_sim_function(op, [_foreign_arg(a, op, mem) for a in _foreign_args(op)])
+        elif node.kind == "kernel":
             launch = op.launch
             args = [_kernel_arg(a, mem, ty, leaves) for a, ty in zip(launch.args, node.argtypes)]
             try:
                 _numba.run_simulated(launch.kernel, launch.griddim, launch.blockdim,
-                                     launch.sharedmem, args, captured)
+                                     launch.sharedmem, args, captured, launch.cooperative)
             except ValueError as exc:
                 if "read-only" not in str(exc):
                     raise
@@ -284,6 +290,56 @@ class SimExecutable:
             return leaves[out.input_index]
         host = _ndarray(out.view, mem).copy()
         return host if out.kind == "host" else _numba.to_device(host)
+
+
+def _foreign_args(op: Op) -> tuple:
+    return op.library.args if op.kind == OpKind.LIBRARY else op.launch.args
+
+
+def _foreign_arg(a: Any, op: Op, mem: dict[int, np.ndarray]) -> Any:
+    if not isinstance(a, View):
+        return a
+    host = _ndarray(a, mem)
+    if not any(x.writes for x in op.accesses if x.buffer == a.buffer):
+        host.flags.writeable = False  # declared read only: a sim= that writes it raises
+    return host
+
+
+def sim_function(op: Op) -> Any:
+    """What runs a foreign kernel or library call on the CPU: its sim= function."""
+    data = op.library if op.kind == OpKind.LIBRARY else op.launch.kernel
+    if data.sim is None:
+        what = "tg.library call" if op.kind == OpKind.LIBRARY else "foreign kernel"
+        raise LoweringError(f"{what} {op.name} has no sim= function, and the simulator "
+                            "cannot run foreign code", where=op.location,
+                            fix="pass sim=fn, a NumPy function doing the same work on the "
+                                "same arguments (NumPy arrays), or run on a GPU")
+    return data.sim
+
+
+def run_sim_function(op: Op, args: list) -> None:
+    call_sim(sim_function(op), op.name, op.location, args)
+
+
+def call_sim(fn: Any, name: str, where: str, args: list) -> None:
+    try:
+        fn(*args)
+    except Exception as exc:
+        raise TracegraphError(f"the sim= function of {name} raised {type(exc).__name__}: "
+                              f"{exc}", where=where,
+                              fix="fix the sim function (arrays it only reads, by the "
+                                  "declared reads=/writes=, are read-only)") from exc
+
+
+def check_sim_functions(nodes: Any) -> None:
+    """Refuse, before anything runs, foreign work the simulator has no function for."""
+    for node in nodes:
+        op = node.op
+        if op.kind == OpKind.LIBRARY or (op.kind == OpKind.KERNEL and
+                                         isinstance(op.launch.kernel, ForeignKernel)):
+            sim_function(op)
+        for body in node.bodies:
+            check_sim_functions(body)
 
 
 def _ndarray(v: View, mem: dict[int, np.ndarray]) -> np.ndarray:

@@ -14,7 +14,20 @@ from .memory import (
                      memory_regions,
                      region_access,
 )
-from .ops import Conditional, Copy, EventUse, Fill, HostCall, Launch, Op, OpData, ScalarArg
+from .ops import (
+    Conditional,
+    Copy,
+    EventUse,
+    Fill,
+    ForeignKernel,
+    HostCall,
+    Launch,
+    LibraryCall,
+    NodeAttributes,
+    Op,
+    OpData,
+    ScalarArg,
+)
 from .program import InputLeaf, OutputLeaf, Program, op_graph, verify
 
 # the buffer kinds by their short names
@@ -28,7 +41,8 @@ HOST_CONSTANT = BufferKind.HOST_CONSTANT
 __all__ = [
     "DEVICE_INPUT", "EXTERNAL", "HAZARDS", "HOST_CONSTANT", "HOST_INPUT", "STAGING", "TEMP",
     "UNBOUNDED", "Access", "Buffer", "BufferKind", "Conditional", "Copy", "CopyRole",
-    "EventUse", "Fill", "HostCall", "InputKind", "InputLeaf", "Launch", "Op", "OpData",
-    "OpKind", "OutputKind", "OutputLeaf", "Program", "ScalarArg", "View", "contiguous_strides",
-    "memory_regions", "op_graph", "region_access", "verify",
+    "EventUse", "Fill", "ForeignKernel", "HostCall", "InputKind", "InputLeaf", "Launch",
+    "LibraryCall", "NodeAttributes", "Op", "OpData", "OpKind", "OutputKind", "OutputLeaf",
+    "Program", "ScalarArg", "View", "contiguous_strides", "memory_regions", "op_graph",
+    "region_access", "verify",
 ]

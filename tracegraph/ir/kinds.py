@@ -21,6 +21,7 @@ class OpKind(_Named):
     EVENT_WAIT = "event_wait"
     HOST = "host"
     CONDITIONAL = "conditional"  # while / if / if-else / switch over bodies (sub-programs)
+    LIBRARY = "library"  # stream-capturable library work (cuBLAS, PyTorch...), a child graph
 
 
 class BufferKind(_Named):

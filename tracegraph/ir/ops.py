@@ -24,6 +24,38 @@ class Launch:
     blockdim: tuple[int, int, int] = (1, 1, 1)
     sharedmem: int = 0
     args: tuple = ()
+    cooperative: bool = False  # it synchronizes the grid: a cooperative launch
+    attributes: NodeAttributes | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class ForeignKernel:
+    """A kernel tracegraph did not compile: `handle` is a cuda.core Kernel or an object
+    with a `kernel.ptr` CUfunction (CuPy's RawKernel); `sim(*args)` does its work on NumPy
+    arrays for the simulator."""
+    handle: Any
+    name: str
+    sim: Any
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAttributes:
+    """Kernel-node attributes asked for with tg.node_attributes: a scheduling priority
+    (lower is more urgent, as CUDA stream priorities), and an L2 access-policy window
+    over `persist` (a view kept in L2 with probability `hit_ratio`)."""
+    priority: int | None = None
+    persist: View | None = None
+    hit_ratio: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryCall:
+    """Stream-capturable work: `fn(stream, *args)` enqueues it (arrays as device arrays over
+    graph memory), captured once into a child graph; on the simulator `sim(*args)` does the
+    same on NumPy arrays. Views in `args` are the arrays."""
+    fn: Any = field(compare=False)
+    args: tuple = ()
+    sim: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +99,7 @@ class Conditional:
     raise_at_limit: bool = False
 
 
-OpData = Launch | Copy | Fill | EventUse | HostCall | Conditional
+OpData = Launch | Copy | Fill | EventUse | HostCall | Conditional | LibraryCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +138,14 @@ class Op:
     def conditional(self) -> Conditional:
         return _of(self, Conditional)
 
+    @property
+    def library(self) -> LibraryCall:
+        return _of(self, LibraryCall)
+
     def describe(self) -> str:
         if isinstance(self.data, Launch):
-            return f"{self.name}[{_dims(self.data.griddim)}, {_dims(self.data.blockdim)}]"
+            coop = ", cooperative" if self.data.cooperative else ""
+            return f"{self.name}[{_dims(self.data.griddim)}, {_dims(self.data.blockdim)}{coop}]"
         return self.name
 
 

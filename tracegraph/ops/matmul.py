@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ..trace import access
+from .. import config
+from ..trace import access, empty, library
 from ..traced import Array
 from . import _base as B
 from .elementwise import copy
@@ -76,6 +77,33 @@ def _as3(x: Array, z: int, batch: bool, rows: bool, cols: bool) -> Array:
     return B.view(x, shape, strides)
 
 
+def _cublas_matmul(a: Array, b: Array, out: Array) -> bool:
+    """out = a @ b as a cuBLAS library node, when the engine and the layouts allow it."""
+    from ..backends.cuda import cublas
+    engine = config.matmul_engine()
+    if engine == "kernel" or (engine == "auto" and not cublas.available()):
+        return False
+    dtype = np.dtype(out.dtype)
+    if dtype not in (np.float32, np.float64) or a.dtype != dtype or b.dtype != dtype:
+        return False
+    item = dtype.itemsize
+    oa = cublas.operand(tuple(a.shape), tuple(a.strides), item)
+    ob = cublas.operand(tuple(b.shape), tuple(b.strides), item)
+    oc = cublas.operand(tuple(out.shape), tuple(out.strides), item)
+    if oa is None or ob is None or oc is None or oc.trans:
+        return False
+    m, k = a.shape
+    n = b.shape[1]
+    workspace = empty((cublas.WORKSPACE_BYTES,), np.uint8)
+    library(cublas.gemm(m, n, k, oa, ob, oc.ld, dtype), a, b, out, workspace,
+            reads=[a, b], writes=[out, workspace], sim=_numpy_matmul, name="cublas_gemm")
+    return True
+
+
+def _numpy_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, workspace: np.ndarray) -> None:
+    np.matmul(a, b, out=out)
+
+
 def matmul(a: Any, b: Any, *, out: Any = None) -> Array:
     """a @ b with NumPy's matmul shapes, for operands of 1 to 3 dimensions."""
     a = B.require_array("matmul", a, "a")
@@ -111,6 +139,8 @@ def matmul(a: Any, b: Any, *, out: Any = None) -> Array:
         b = copy(b) if B.overlaps(b, result) else b
     if result.size == 0:
         return B.launched_nothing(result)
+    if a.ndim == 2 and b.ndim == 2 and _cublas_matmul(a, b, result):
+        return result
     a3 = _as3(a, z, a.ndim == 3, a.ndim >= 2, True)
     b3 = _as3(b, z, b.ndim == 3, True, b.ndim >= 2)
     out3 = _as3(result, z, batch, a.ndim >= 2, b.ndim >= 2)

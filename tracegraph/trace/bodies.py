@@ -1,7 +1,8 @@
 """Finishing the bodies of device-side control flow after a trace: each body becomes a
-Program of its own (over the same buffers), and the caller's device arrays a body uses are
-copied into graph memory around the construct, because the graph re-points moved inputs
-only in the nodes outside bodies."""
+Program of its own (over the same buffers), and the caller's device arrays a body or a
+library call uses are copied into graph memory around it, because the graph re-points
+moved inputs only in its own kernel and copy nodes (not inside bodies, not inside the
+child graph a library call is captured into)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -15,6 +16,7 @@ from ..ir import (
     CopyRole,
     Fill,
     Launch,
+    LibraryCall,
     Op,
     OpKind,
     Program,
@@ -24,10 +26,13 @@ from ..ir import (
 
 
 def body_buffers(ops: list[Op] | tuple[Op, ...]) -> set[int]:
-    """Buffers some node inside a body (at any depth) touches: its ops, and a loop's flag
-    and counter, which a helper node at the end of the body reads and writes."""
+    """Buffers a node the graph never re-points touches: a library call's, and those of
+    the ops inside a body (at any depth), with a loop's flag and counter, which a helper
+    node at the end of the body reads and writes."""
     found: set[int] = set()
     for op in ops:
+        if op.kind == OpKind.LIBRARY:
+            found.update(a.buffer for a in op.accesses)
         if op.kind == OpKind.CONDITIONAL:
             c = op.conditional
             if c.kind == "while":
@@ -51,7 +56,7 @@ def shadow_inputs(tracer: Any, ops: list[Op]) -> list[Op]:
                                     f"{tracer.buffers[b].name} (shadow)") for b in used}
     out: list[Op] = []
     for op in ops:
-        if op.kind != OpKind.CONDITIONAL or not used & {a.buffer for a in op.accesses}:
+        if op.kind not in _FIXED or not used & {a.buffer for a in op.accesses}:
             out.append(op)
             continue
         mine = sorted(used & {a.buffer for a in op.accesses})
@@ -63,6 +68,9 @@ def shadow_inputs(tracer: Any, ops: list[Op]) -> list[Op]:
             if any(a.writes for a in op.accesses if a.buffer == b):
                 out.append(_copy(b, shadows[b], tracer.buffers[b].nbytes, op.location))
     return out
+
+
+_FIXED = (OpKind.CONDITIONAL, OpKind.LIBRARY)  # ops whose nodes are never re-pointed
 
 
 def _copy(dst: int, src: int, nbytes: int, where: str) -> Op:
@@ -84,6 +92,8 @@ def remap(op: Op, mapping: dict[int, int]) -> Op:
         data = replace(data, dst=_view(data.dst, mapping), src=_view(data.src, mapping))
     elif isinstance(data, Fill):
         data = replace(data, dst=_view(data.dst, mapping))
+    elif isinstance(data, LibraryCall):
+        data = replace(data, args=tuple(_remap_arg(a, mapping) for a in data.args))
     elif isinstance(data, Conditional):
         data = replace(data, flag=_view(data.flag, mapping),
                        counter=_view(data.counter, mapping) if data.counter else None,

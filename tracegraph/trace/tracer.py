@@ -50,6 +50,7 @@ class Tracer:
         self._externals: dict[int, int] = {}  # id(device array) -> buffer
         self._external_refs: list[Any] = []
         self._warned_stream = False
+        self.node_attributes: Any = None  # what tg.node_attributes sets on launches now
 
     def new_buffer(self, nbytes: int, kind: BufferKind, name: str = "", *,
                    input_index: int | None = None,
@@ -104,7 +105,8 @@ class Tracer:
         accesses += self._captured_accesses(found.globals, name, where)
         self.ops.append(Op(OpKind.KERNEL, name, tuple(accesses), where,
                            Launch(kernel, _dim3(griddim), _dim3(blockdim), int(sharedmem or 0),
-                                  traced_args)))
+                                  traced_args, _numba.uses_grid_sync(kernel),
+                                  self.node_attributes)))
 
     def _captured_accesses(self, found: tuple, kernel: str, where: str) -> list[Access]:
         """Accesses to the device arrays a kernel names as globals or closure variables:
@@ -286,12 +288,6 @@ def _check_launchable(kernel: Any, name: str, where: str) -> None:
                          "error code after every launch, so it cannot live in a graph",
                          where=where, fix=f"define {name} with @cuda.jit (debug=False) for "
                                           "use in a tracegraph function")
-    if _numba.uses_grid_sync(kernel):
-        raise TraceError(f"kernel {name} synchronizes the whole grid "
-                         "(cuda.cg.this_grid().sync()): that needs a cooperative launch, "
-                         "which cannot be a node of an explicit CUDA graph here",
-                         where=where, fix=f"split {name} at the grid sync into two kernels "
-                                          "launched one after the other")
 
 
 def _argument_accesses(traced_args: tuple, found: Any, name: str, where: str) -> list[Access]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import CudaError, LoweringError, TracegraphError
-from ...ir import OpKind
+from ...ir import OpKind, View
 from ...plan import CScalar, Plan, PlanNode, Ptr, ScalarSlot
 from .memory import GraphMemory
 from .moved_inputs import WatchedInput
@@ -48,7 +48,9 @@ class GraphBuilder:
         self._builders = {OpKind.KERNEL: self._kernel, OpKind.MEMCPY: self._memcpy,
                           OpKind.MEMSET: self._memset, OpKind.HOST: self._host,
                           OpKind.EVENT_RECORD: self._event, OpKind.EVENT_WAIT: self._event,
-                          OpKind.CONDITIONAL: self._conditional}
+                          OpKind.CONDITIONAL: self._conditional,
+                          OpKind.LIBRARY: self._library}
+        self._priorities = _uses_priority(plan.nodes)
 
     def build(self, instantiate: bool = True) -> BuiltGraph:
         built = BuiltGraph(self.platform.new_graph())
@@ -79,7 +81,10 @@ class GraphBuilder:
 
     def instantiate(self, built: BuiltGraph) -> None:
         try:
-            built.graph = built.gdef.instantiate()
+            if self._priorities:  # kernel-node priorities count only when asked for
+                built.graph = built.gdef.instantiate(self.platform.priority_options())
+            else:
+                built.graph = built.gdef.instantiate()
         except Exception as exc:
             raise CudaError(f"instantiating the graph of {self.plan.name} failed: {exc}",
                             error_name=error_name(exc), call="cuGraphInstantiate") from exc
@@ -123,15 +128,51 @@ class GraphBuilder:
                                         "the same error") from exc
             self._kernels[key] = compiled
         kernel, cooperative = compiled
-        if cooperative:
-            raise LoweringError(f"kernel {node.name} uses grid-wide synchronization (a "
-                                "cooperative launch)", where=node.location,
-                                fix="split the kernel at the grid sync into two launches")
         config = self.platform.launch_config(launch.griddim, launch.blockdim, launch.sharedmem)
         args = [self.resolve(p) for p in node.params]
         built.launch[node.index] = (config, kernel)
         built.args[node.index] = args
-        return parent.launch(config, kernel, *args)
+        g = parent.launch(config, kernel, *args)
+        if cooperative or launch.cooperative:
+            self._check_co_resident(node)
+            self.platform.set_cooperative(g)  # cuda.core cannot make one (cuda-python#2421)
+        attrs = launch.attributes
+        if attrs is not None:
+            if attrs.priority is not None:
+                self.platform.set_priority(g, attrs.priority)
+            if attrs.persist is not None:
+                lo, hi = attrs.persist.byte_range()
+                self.platform.set_access_policy(g, self.target(attrs.persist.buffer) + lo,
+                                                hi - lo, attrs.hit_ratio)
+        return g
+
+    def _library(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:
+        """The call captured into a child graph over the buffers' addresses now (which
+        never move: trace/bodies.py gave moved-able inputs a graph-owned shadow)."""
+        call = node.op.library
+        written = {a.buffer for a in node.op.accesses if a.writes}
+        args = [(self.target(a.buffer) + a.offset, a, a.buffer in written)
+                if isinstance(a, View) else a for a in call.args]
+        child = self.platform.capture_library(node, args)
+        built.events.append(child)  # the capture's objects live as long as the graph
+        return parent.embed(child.graph_definition)
+
+    def _check_co_resident(self, node: PlanNode) -> None:
+        """A cooperative grid must fit on the device at once, or the launch fails."""
+        launch = node.op.launch
+        limit = self.platform.cooperative_grid_limit(launch.kernel, node.argtypes,
+                                                     launch.blockdim, launch.sharedmem)
+        blocks = launch.griddim[0] * launch.griddim[1] * launch.griddim[2]
+        if blocks > limit:
+            raise LoweringError(f"kernel {node.name} synchronizes the grid "
+                                f"(cuda.cg.this_grid().sync()), so all {blocks} blocks of "
+                                f"its grid {launch.griddim} must be resident at once, but "
+                                f"this device holds at most {limit} blocks of "
+                                f"{launch.blockdim} of it", where=node.location,
+                                fix=f"launch at most {limit} blocks and loop over the work "
+                                    "inside the kernel (a grid-stride loop), or use "
+                                    f"{node.name}.max_cooperative_grid_blocks(blockdim) to "
+                                    "size the grid")
 
     def _memcpy(self, built: BuiltGraph, node: PlanNode, parent: Any, has_deps: bool) -> Any:
         dst, src = node.op.copy.dst, node.op.copy.src
@@ -269,6 +310,17 @@ class GraphBuilder:
         exit_ = last[0].memcpy(scratch + 16, scratch + 48, 4)
         for node in last[1:]:
             exit_.pred.add(node)
+
+
+def _uses_priority(nodes: Any) -> bool:
+    for n in nodes:
+        if n.kind == OpKind.KERNEL:
+            attrs = n.op.launch.attributes
+            if attrs is not None and attrs.priority is not None:
+                return True
+        if any(_uses_priority(body) for body in n.bodies):
+            return True
+    return False
 
 
 def label(node: PlanNode) -> str:

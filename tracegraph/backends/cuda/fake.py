@@ -16,12 +16,16 @@ from __future__ import annotations
 import ctypes
 import random
 import sys
+import threading
 from collections import Counter
 from typing import Any
 
 import numpy as np
 
 from ... import _numba, config
+from ...errors import LoweringError
+from ...ir import ForeignKernel
+from ..sim import call_sim, sim_function
 
 
 class FakeNode:
@@ -117,8 +121,9 @@ class FakeGraphDefinition(FakeNode):
     def nodes(self) -> list[FakeNode]:
         return list(self.all)
 
-    def instantiate(self) -> FakeGraph:
+    def instantiate(self, options: Any = None) -> FakeGraph:
         self.platform.counts["instantiate"] += 1
+        self.options = options
         return FakeGraph(self.platform, self)
 
     def debug_dot_print(self, path: str, options: Any = None) -> None:  # noqa: ARG002
@@ -164,9 +169,12 @@ class FakeGraph:
     def launch(self, stream: Any) -> None:  # noqa: ARG002 - the Platform interface
         if self.is_closed:
             raise RuntimeError("launch of a closed graph")
-        self.platform.counts["launch"] += 1
-        for i in self.platform.order(self.preds):
-            self.platform.run_node(self.kinds[i], self.params[i])
+        # every launch goes to the stand-in's one stream, which runs graphs one after
+        # another: two threads' launches never interleave their nodes
+        with _STREAM_ORDER:
+            self.platform.counts["launch"] += 1
+            for i in self.platform.order(self.preds):
+                self.platform.run_node(self.kinds[i], self.params[i])
 
     def close(self) -> None:
         self.is_closed = True
@@ -213,6 +221,9 @@ class FakeKernel:
         self.kernel, self.argtypes = kernel, argtypes
 
 
+_STREAM_ORDER = threading.RLock()
+
+
 class FakeStream:
     def sync(self) -> None:
         pass
@@ -243,6 +254,12 @@ class FakePlatform:
         return FakeGraphDefinition(self)
 
     def compile(self, kernel: Any, argtypes: tuple) -> tuple[Any, bool]:
+        if isinstance(kernel, ForeignKernel):
+            if kernel.sim is None:
+                raise LoweringError(f"foreign kernel {kernel.name} has no sim= function, and "
+                                    "the CPU stand-in cannot run foreign code",
+                                    fix="pass sim=fn doing the same work on NumPy arrays")
+            return FakeForeign(kernel, argtypes), False
         return FakeKernel(kernel, argtypes), _numba.uses_grid_sync(kernel)
 
     def launch_config(self, grid: tuple, block: tuple, sharedmem: int) -> Any:
@@ -290,6 +307,36 @@ class FakePlatform:
     def set_cooperative(self, node: FakeNode) -> None:
         node.params["cooperative"] = True
 
+    # the co-residency limit of a cooperative grid on the stand-in (tests lower it)
+    cooperative_blocks = 132 * 16
+
+    def set_priority(self, node: FakeNode, priority: int) -> None:
+        node.params["priority"] = max(-5, min(0, int(priority)))  # the H200's range
+
+    def set_access_policy(self, node: FakeNode, address: int, nbytes: int,
+                          hit_ratio: float) -> None:
+        node.params["access_policy"] = (address, nbytes, hit_ratio)
+
+    def priority_options(self) -> Any:
+        return "use_node_priority"
+
+    def capture_library(self, node: Any, args: list) -> Any:
+        """The call as a one-node child graph that runs its sim= function on the memory at
+        the addresses it was given."""
+        fn = sim_function(node.op)
+        gdef = FakeGraphDefinition(self)
+
+        def run() -> None:
+            arrays = [_host_at(a[0], a[1].shape, a[1].strides, a[1].dtype, not a[2])
+                      if isinstance(a, tuple) else a for a in args]
+            call_sim(fn, node.name, node.location, arrays)
+        gdef._child("library", {"run": run})
+        return _FakeCaptured(gdef)
+
+    def cooperative_grid_limit(self, kernel: Any, argtypes: tuple, block: tuple,  # noqa: ARG002
+                               sharedmem: int) -> int:  # noqa: ARG002
+        return self.cooperative_blocks
+
     def dot(self, gdef: FakeGraphDefinition) -> str:
         import os
         import tempfile
@@ -329,14 +376,15 @@ class FakePlatform:
     def run_node(self, kind: str, p: dict) -> None:
         if kind in ("while", "if", "switch"):
             self._run_conditional(kind, p)
-        elif kind == "kernel" and isinstance(p["kernel"], FakeHelper):
+        elif kind == "kernel" and isinstance(p["kernel"], (FakeHelper, FakeForeign)):
             p["kernel"].run(p["args"])
         elif kind == "kernel":
             kernel = p["kernel"]
             grid, block, sharedmem = p["config"]
             args = _numba.unflatten_params(kernel.argtypes, p["args"], _array_at)
             args = [_numba.simulator_scalar(t, a) for t, a in zip(kernel.argtypes, args)]
-            _numba.run_simulated(kernel.kernel, grid, block, sharedmem, args)
+            _numba.run_simulated(kernel.kernel, grid, block, sharedmem, args,
+                                 cooperative=p["cooperative"])
         elif kind == "memcpy":
             ctypes.memmove(p["dst"], p["src"], p["size"])
         elif kind == "memset":
@@ -346,6 +394,8 @@ class FakePlatform:
                 p["fn"]()
         elif kind == "graph":
             p["child"].launch(None)
+        elif kind == "library":
+            p["run"]()
 
     def _run_conditional(self, kind: str, p: dict) -> None:
         cond, bodies = p["cond"], p["bodies"]
@@ -402,7 +452,44 @@ def _snapshot(params: dict) -> dict:
         out["args"] = list(out["args"])
     if "bodies" in out:  # a body is instantiated with the graph holding it
         out["bodies"] = [FakeGraph(body.platform, body) for body in out["bodies"]]
+    if isinstance(out.get("child"), FakeGraphDefinition):  # an embedded child graph, too
+        out["child"] = FakeGraph(out["child"].platform, out["child"])
     return out
+
+
+class FakeForeign:
+    """A foreign kernel on the stand-in: its sim= function on the memory its pointer
+    parameters point at (arrays it only reads read-only)."""
+
+    def __init__(self, kernel: ForeignKernel, described: tuple):
+        self.kernel, self.described = kernel, described
+
+    def run(self, args: list) -> None:
+        values = []
+        for d, a in zip(self.described, args):
+            if d[0] == "array":
+                values.append(_host_at(_value(a), d[1], d[2], d[3], not d[4]))
+            else:
+                values.append(d[1].type(_value(a)))
+        call_sim(self.kernel.sim, self.kernel.name, "", values)
+
+
+class _FakeCaptured:
+    def __init__(self, gdef: FakeGraphDefinition):
+        self.graph_definition = gdef
+
+
+def _value(a: Any) -> Any:
+    return a.value if hasattr(a, "value") else a
+
+
+def _host_at(address: int, shape: tuple, strides: tuple, dtype: np.dtype,
+             readonly: bool) -> np.ndarray:
+    host = _numba.simulated_device_array_host(_array_at(address, shape, strides, dtype))
+    if readonly:
+        host = host.view()
+        host.flags.writeable = False
+    return host
 
 
 def _array_at(address: int, shape: tuple, strides: tuple, dtype: np.dtype,

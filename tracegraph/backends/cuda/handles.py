@@ -163,3 +163,52 @@ def set_cooperative(gnode: Any) -> None:
     (err,) = driver.cuGraphKernelNodeSetAttribute(
         gnode.handle, driver.CUkernelNodeAttrID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE, value)
     _check(err, "cuGraphKernelNodeSetAttribute")
+
+
+def set_priority(gnode: Any, priority: int) -> None:
+    """A kernel node's scheduling priority (honoured when the graph is instantiated with
+    use_node_priority), clamped to the context's stream-priority range as the driver does."""
+    from cuda.bindings import driver
+    err, least, greatest = driver.cuCtxGetStreamPriorityRange()
+    _check(err, "cuCtxGetStreamPriorityRange")
+    value = driver.CUkernelNodeAttrValue()
+    value.priority = max(int(greatest), min(int(least), int(priority)))
+    (err,) = driver.cuGraphKernelNodeSetAttribute(
+        gnode.handle, driver.CUkernelNodeAttrID.CU_LAUNCH_ATTRIBUTE_PRIORITY, value)
+    _check(err, "cuGraphKernelNodeSetAttribute(PRIORITY)")
+
+
+def set_access_policy(gnode: Any, address: int, nbytes: int, hit_ratio: float) -> int:
+    """An L2 access-policy window over [address, address + nbytes) on a kernel node (cut
+    to the device's largest window); returns the bytes it covers."""
+    from cuda.bindings import driver
+    err, dev = driver.cuCtxGetDevice()
+    _check(err, "cuCtxGetDevice")
+    err, most = driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, dev)
+    _check(err, "cuDeviceGetAttribute(MAX_ACCESS_POLICY_WINDOW_SIZE)")
+    window = driver.CUaccessPolicyWindow()
+    window.base_ptr = address
+    window.num_bytes = min(int(nbytes), int(most))
+    window.hitRatio = float(hit_ratio)
+    window.hitProp = driver.CUaccessProperty.CU_ACCESS_PROPERTY_PERSISTING
+    window.missProp = driver.CUaccessProperty.CU_ACCESS_PROPERTY_STREAMING
+    value = driver.CUkernelNodeAttrValue()
+    value.accessPolicyWindow = window
+    (err,) = driver.cuGraphKernelNodeSetAttribute(
+        gnode.handle, driver.CUkernelNodeAttrID.CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, value)
+    _check(err, "cuGraphKernelNodeSetAttribute(ACCESS_POLICY_WINDOW)")
+    return int(window.num_bytes)
+
+
+def captured_node_count(gdef: Any) -> int:
+    from cuda.bindings import driver
+    err, _, count = driver.cuGraphGetNodes(gdef.handle, 0)
+    _check(err, "cuGraphGetNodes")
+    return int(count)
+
+
+def end_invalid_capture(stream: Any) -> None:
+    """End a capture a failed call invalidated (cuda.core refuses to end it)."""
+    from cuda.bindings import driver
+    driver.cuStreamEndCapture(stream.handle)

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ... import _numba
+from ...ir import ForeignKernel
 from . import handles
 
 
@@ -43,6 +44,13 @@ class Platform(Protocol):
     def new_event(self) -> Any: ...
     def set_event(self, node: Any, record: bool, event: Any) -> None: ...
     def set_cooperative(self, node: Any) -> None: ...
+    def cooperative_grid_limit(self, kernel: Any, argtypes: tuple, block: tuple,
+                               sharedmem: int) -> int: ...
+    def set_priority(self, node: Any, priority: int) -> None: ...
+    def set_access_policy(self, node: Any, address: int, nbytes: int,
+                          hit_ratio: float) -> None: ...
+    def priority_options(self) -> Any: ...
+    def capture_library(self, node: Any, args: list) -> Any: ...
     def dot(self, gdef: Any) -> str: ...
     def condition_helper(self, name: str) -> Any: ...
     def read_bytes(self, address: int, nbytes: int) -> np.ndarray: ...
@@ -71,7 +79,8 @@ extern "C" __global__ void tg_if_##S(cudaGraphConditionalHandle h, const T* flag
 }                                                                                         \
 extern "C" __global__ void tg_switch_##S(cudaGraphConditionalHandle h, const T* index) {  \
     T k = index[0];                                                                       \
-    cudaGraphSetConditional(h, k < 0 ? 0xffffffffu : (unsigned int)k);                   \
+    /* out of range (negative, or past 32 bits): no case, as on sim */                 \
+    cudaGraphSetConditional(h, (k < 0 || k > (T)0x7fffffff) ? 0xffffffffu : (unsigned int)k); \
 }
 HELPERS(int, i32)
 HELPERS(long long, i64)
@@ -97,6 +106,8 @@ class CudaPlatform:
         return GraphDefinition()
 
     def compile(self, kernel: Any, argtypes: tuple) -> tuple[Any, bool]:
+        if isinstance(kernel, ForeignKernel):
+            return _core_kernel(kernel), False
         return _numba.compiled_kernel(kernel, argtypes)
 
     def launch_config(self, grid: tuple, block: tuple, sharedmem: int) -> Any:
@@ -149,6 +160,67 @@ class CudaPlatform:
     def set_cooperative(self, node: Any) -> None:
         handles.set_cooperative(node)
 
+    def cooperative_grid_limit(self, kernel: Any, argtypes: tuple, block: tuple,
+                               sharedmem: int) -> int:
+        return _numba.cooperative_grid_limit(kernel, argtypes, block, sharedmem)
+
+    def set_priority(self, node: Any, priority: int) -> None:
+        handles.set_priority(node, priority)
+
+    def set_access_policy(self, node: Any, address: int, nbytes: int,
+                          hit_ratio: float) -> None:
+        handles.set_access_policy(node, address, nbytes, hit_ratio)
+
+    def priority_options(self) -> Any:
+        from cuda.core.graph import GraphCompleteOptions
+        return GraphCompleteOptions(use_node_priority=True)
+
+    def capture_library(self, node: Any, args: list) -> Any:
+        """The call's work as a child graph: run once on scratch arrays of the same shapes
+        (handles, algorithm choice and workspaces happen outside the capture), then
+        captured on a cuda.core GraphBuilder's stream over the real addresses."""
+        from ...errors import LoweringError
+        call = node.op.library
+        scratch = [self.alloc_device(_span(a[1])) if isinstance(a, tuple) else None
+                   for a in args]
+        warm = [_numba.device_array_at(self.address(s) + _lowest(a[1]), a[1].shape,
+                                       a[1].strides, a[1].dtype) if s is not None else a
+                for a, s in zip(args, scratch)]
+        real = [_numba.device_array_at(a[0], a[1].shape, a[1].strides, a[1].dtype)
+                if isinstance(a, tuple) else a for a in args]
+        builder = self.device.create_graph_builder()
+
+        def refuse(why: str) -> LoweringError:
+            return LoweringError(f"tg.library call {node.name} could not be captured into "
+                                 f"the graph: {why}", where=node.location,
+                                 fix="make the call stream-capturable: enqueue all its work "
+                                     "on the stream it is given (int(stream.handle)), without "
+                                     "synchronizing, copying to the host or allocating while "
+                                     "it runs (give libraries a fixed workspace)")
+        try:
+            call.fn(builder.stream, *warm)
+            builder.stream.sync()
+        except Exception as exc:
+            raise refuse(f"its uncaptured warm-up call raised {type(exc).__name__}: {exc}") from exc
+        builder.begin_building()
+        try:
+            call.fn(builder.stream, *real)
+        except Exception as exc:
+            try:
+                builder.end_building()
+            except Exception:
+                handles.end_invalid_capture(builder.stream)
+            raise refuse(f"{type(exc).__name__}: {exc} ({error_name(exc)})") from exc
+        try:
+            builder.end_building()
+        except Exception as exc:
+            handles.end_invalid_capture(builder.stream)
+            raise refuse(f"ending the capture failed: {exc} ({error_name(exc)})") from exc
+        if handles.captured_node_count(builder.graph_definition) == 0:
+            raise refuse("it enqueued nothing on the stream it was given (work on another "
+                         "stream would run once now, not in the graph)")
+        return _Captured(builder, builder.graph_definition, scratch)
+
     def condition_helper(self, name: str) -> Any:
         """A kernel setting a conditional node's condition (CONDITION_SOURCE)."""
         if self._helpers is None:
@@ -168,6 +240,33 @@ class CudaPlatform:
             gdef.debug_dot_print(path, GraphDebugPrintOptions(verbose=True))
             with open(path) as f:
                 return f.read()
+
+
+class _Captured:
+    """A captured child graph and what must outlive it."""
+
+    def __init__(self, builder: Any, graph_definition: Any, keep: list):
+        self.builder, self.graph_definition, self.keep = builder, graph_definition, keep
+
+
+def _lowest(v: Any) -> int:
+    """Bytes from a view's lowest touched byte to its element 0."""
+    lo, _ = v.byte_range()
+    return v.offset - lo
+
+
+def _span(v: Any) -> int:
+    lo, hi = v.byte_range()
+    return max(hi - lo, 1)
+
+
+def _core_kernel(kernel: ForeignKernel) -> Any:
+    """A cuda.core Kernel for a foreign kernel: itself, or CuPy's CUfunction wrapped."""
+    from cuda.core import Kernel
+    handle = kernel.handle
+    if isinstance(handle, Kernel):
+        return handle
+    return Kernel.from_handle(int(handle.kernel.ptr))
 
 
 _platform: Any = None
