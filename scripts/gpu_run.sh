@@ -3,14 +3,7 @@
 # the cuda backend, the full test suite (sim + cuda), the backend numbers (replay costs, moved
 # inputs) and the benchmarks. Logs go to $OUT (or ./gpu-out). Usage: bash scripts/gpu_run.sh [quick]
 set -o pipefail
-OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD || exit 1
-else
-  export PYTHONPATH=$PWD
-fi
-export PYTHONUNBUFFERED=1
+source "$(dirname "$0")/_gpu_env.sh"
 nvidia-smi -L | tee "$OUT/env.log"
 python3 -c "import numba, numba.cuda, numpy, cuda.core, networkx; print('numba', numba.__version__, 'numpy', numpy.__version__, 'cuda.core', cuda.core.__version__, 'gpu', numba.cuda.is_available())" 2>&1 | tee -a "$OUT/env.log"
 python3 examples/quickstart.py 2>&1 | tee "$OUT/quickstart.log"
