@@ -95,7 +95,7 @@ def test_foreign_kernel_without_declarations_reads_and_writes_every_array(backen
 
     @tg.compile(backend=backend)
     def f(x, y):
-        tg.launch(axpy, 2, 8, x, y, np.float32(2), np.int32(N), sim=axpy_sim)
+        tg.launch(axpy, 2, 8, x, y, np.float32(2), np.int32(N), sim=axpy_sim, name="axpy")
         add_one[2, 8](y, x)
 
     x, y = np.ones(N, np.float32), np.ones(N, np.float32)
@@ -430,3 +430,72 @@ def test_node_attributes_refuse_bad_values(backend):
 
     with pytest.raises(tg.TraceError, match="hit_ratio"):
         f(np.ones(N, np.float32))
+
+
+# ---------------------------------------------------------------------------
+# misuse found by a hostile review
+
+def test_a_declared_write_to_a_read_only_input_is_refused(backend):
+    @tg.compile(backend=backend)
+    def f(x):
+        tg.library(lambda s, x: None, x, writes=[x], sim=lambda x: x.__iadd__(1))
+
+    x = np.ones(4, np.float32)
+    x.flags.writeable = False
+    with pytest.raises(tg.TraceError, match="read-only"):
+        f(x)
+
+
+def test_an_undeclared_foreign_launch_only_reads_a_read_only_input(backend):
+    @tg.compile(backend=backend)
+    def f(x):
+        tg.launch(_StandIn(), 1, 16, x, sim=lambda x: None, name="axpy")
+
+    x = np.ones(4, np.float32)
+    x.flags.writeable = False
+    (op,) = [o for o in f.trace(x).ops if o.name == "axpy"]
+    assert [a.mode for a in op.accesses] == ["r"]
+
+
+def test_a_strided_view_to_a_foreign_kernel_is_refused(backend):
+    @tg.compile(backend=backend)
+    def f(x, y):
+        tg.launch(_StandIn(), 1, 16, x[::2], y, sim=lambda x, y: None)
+
+    with pytest.raises(tg.TraceError, match="strided view"):
+        f(np.ones(16, np.float32), np.ones(8, np.float32))
+
+
+def test_reads_and_writes_must_name_arguments(backend):
+    @tg.compile(backend=backend)
+    def f(x):
+        other = tg.zeros(4, np.float32)
+        tg.library(lambda s, x: None, x, writes=[other], sim=lambda x: None)
+
+    with pytest.raises(tg.TraceError, match="not one of its arguments"):
+        f(np.ones(4, np.float32))
+
+
+def test_nested_node_attributes_keep_what_the_inner_block_leaves_unset(backend):
+    @tg.compile(backend=backend)
+    def f(x, table):
+        with tg.node_attributes(persist=table, hit_ratio=0.3):
+            with tg.node_attributes(priority=-2):
+                add_one[2, 8](table, x)
+        return x
+
+    x, table = np.zeros(N, np.float32), np.ones(N, np.float32)
+    (op,) = [o for o in f.trace(x, table).ops if o.kind == "kernel"]
+    a = op.launch.attributes
+    assert a.priority == -2 and a.persist is not None and a.hit_ratio == 0.3
+
+
+@pytest.mark.skipif(ON_GPU, reason="the simulator's and the CPU stand-in's behaviour")
+def test_an_exception_in_a_sim_function_is_a_tracegraph_error_on_both(backend):
+    @tg.compile(backend=backend)
+    def f(x):
+        tg.library(lambda s, x: None, x, sim=lambda x: 1 / 0)
+
+    with pytest.raises(tg.TracegraphError, match="ZeroDivisionError") as e:
+        f(np.ones(4, np.float32))
+    assert not isinstance(e.value, tg.CudaError)

@@ -5,6 +5,15 @@ from __future__ import annotations
 from . import ops
 from .api import CompiledFunction, compile
 from .cache import CacheInfo
+from .collectives import (
+                    Communicator,
+                    SimGroup,
+                    allgather,
+                    allreduce,
+                    broadcast,
+                    reduce_scatter,
+                    sim_group,
+)
 from .errors import (
                     CudaError,
                     LoweringError,
@@ -38,9 +47,10 @@ from .visualize import visualize
 __version__ = "0.2.0"
 
 __all__ = [
-    "Array", "CacheInfo", "CompiledFunction", "CudaError", "DynamicScalar", "LoweringError",
-    "Plan", "Program", "SignatureError", "TraceError", "TracegraphError", "VerifyError",
-    "access", "callback", "compile", "else_", "empty", "empty_like", "if_", "launch", "length",
-    "library", "node_attributes", "ops", "record", "register_pytree_node", "switch", "verify",
-    "visualize", "wait", "while_", "zeros", "zeros_like",
+    "Array", "CacheInfo", "Communicator", "CompiledFunction", "CudaError", "DynamicScalar",
+    "LoweringError", "Plan", "Program", "SignatureError", "SimGroup", "TraceError",
+    "TracegraphError", "VerifyError", "access", "allgather", "allreduce", "broadcast",
+    "callback", "compile", "else_", "empty", "empty_like", "if_", "launch", "length", "library",
+    "node_attributes", "ops", "record", "reduce_scatter", "register_pytree_node", "sim_group",
+    "switch", "verify", "visualize", "wait", "while_", "zeros", "zeros_like",
 ]

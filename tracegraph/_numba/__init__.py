@@ -55,7 +55,13 @@ from .layout import (
     tuple_type,
     unflatten_params,
 )
-from .simulate import run_simulated, simulator_array, simulator_kernel, simulator_lock
+from .simulate import (
+    GridSyncError,
+    run_simulated,
+    simulator_array,
+    simulator_kernel,
+    simulator_lock,
+)
 
 if SIMULATOR:
     record_simulator_signatures()
@@ -64,6 +70,7 @@ install_hooks()  # inert until a tracer is active on a thread
 __all__ = [
     "SIMULATOR",
     "GlobalRef",
+    "GridSyncError",
     "KernelAccess",
     "allocation_refs",
     "array_type",

@@ -60,7 +60,13 @@ def _uses_grid_sync(func: Callable, seen: set) -> bool:
     names = referenced_names(code)
     if "this_grid" in names:
         return True
-    return any(_uses_grid_sync(kernel_py_func(v), seen) for v in referenced_values(func)
+    called = []
+    for v in referenced_values(func):
+        if isinstance(v, pytypes.ModuleType):  # mod.fn(): the module's functions it names
+            called += [getattr(v, n) for n in names if hasattr(v, n)]
+        else:
+            called.append(v)
+    return any(_uses_grid_sync(kernel_py_func(v), seen) for v in called
                if is_device_function(v))
 
 

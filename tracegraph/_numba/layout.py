@@ -191,9 +191,10 @@ def select_overload(kernel: Any, argtypes: tuple) -> tuple:
             return tuple(argtypes)
         from numba.core.typing import Context
         return _resolve(Context(), kernel, signatures, argtypes)
-    if kernel.specialized:
-        return tuple(next(iter(kernel.overloads)))
-    if kernel._can_compile:
+    # a kernel with signatures (specialized or not) converts to one of them, or refuses:
+    # taking a specialized kernel's one overload unchecked launched an int8 array as
+    # float32[:] (a misaligned address on an H200)
+    if kernel._can_compile and not kernel.specialized:
         return tuple(argtypes)
     return _resolve(kernel.typingctx, kernel, kernel.nopython_signatures, argtypes)
 

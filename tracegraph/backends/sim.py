@@ -258,6 +258,12 @@ class SimExecutable:
             try:
                 _numba.run_simulated(launch.kernel, launch.griddim, launch.blockdim,
                                      launch.sharedmem, args, captured, launch.cooperative)
+            except _numba.GridSyncError as exc:
+                raise LoweringError(f"kernel {op.name} synchronizes the grid through a call "
+                                    "tracegraph could not follow, so it was not launched "
+                                    "cooperatively", where=op.location,
+                                    fix="call the device function that syncs by its own name "
+                                        "(from module import fn), so tracing sees it") from exc
             except ValueError as exc:
                 if "read-only" not in str(exc):
                     raise

@@ -100,7 +100,8 @@ def _cublas_matmul(a: Array, b: Array, out: Array) -> bool:
     return True
 
 
-def _numpy_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, workspace: np.ndarray) -> None:
+def _numpy_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray,
+                  workspace: np.ndarray) -> None:  # noqa: ARG001 - cuBLAS's own, unused here
     np.matmul(a, b, out=out)
 
 

@@ -45,6 +45,13 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, shared_mem: int = 0,
         raise TraceError(f"tg.launch: sim= must be a function, got {type(sim).__name__}",
                          where=where, fix="pass a function taking the launch's arguments")
     traced = tuple(_foreign_arg(tracer, a, i, label, where) for i, a in enumerate(args))
+    for i, v in enumerate(traced):
+        if isinstance(v, View) and not v.is_c_contiguous():
+            raise TraceError(f"argument {i} of {label} is a strided view (shape {v.shape}, "
+                             f"strides {v.strides}): a foreign kernel gets only a pointer to "
+                             "element 0, and would read the memory as contiguous",
+                             where=where, fix="pass a contiguous array (tg.ops.copy(view) "
+                                              "makes one), or pass the strides yourself")
     accesses = _accesses(tracer, traced, reads, writes, label, where)
     data = LaunchData(ForeignKernel(kernel, label, sim), _dim3(grid, where),
                       _dim3(block, where), int(shared_mem), traced,
@@ -106,12 +113,19 @@ class node_attributes:
                 raise TraceError("tg.node_attributes: persist= must be a traced or device "
                                  f"array, got {type(persist).__name__}", where=self._where,
                                  fix="pass the array the launches reuse")
+        self._persist_given = persist is not None
         self._attributes = NodeAttributes(None if priority is None else int(priority), view,
                                           float(hit_ratio))
 
     def __enter__(self) -> node_attributes:
-        self._previous = self._tracer.node_attributes
-        self._tracer.node_attributes = self._attributes
+        self._previous = outer = self._tracer.node_attributes
+        mine = self._attributes
+        if outer is not None:  # inside another block: what this one leaves unset is kept
+            mine = NodeAttributes(outer.priority if mine.priority is None else mine.priority,
+                                  outer.persist if mine.persist is None else mine.persist,
+                                  outer.hit_ratio if self._persist_given is False
+                                  else mine.hit_ratio)
+        self._tracer.node_attributes = mine
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -165,7 +179,9 @@ def _accesses(tracer: Any, traced: tuple, reads: Iterable[Any] | None,
     """Declared accesses, or every array argument read and written."""
     arrays = [(i, v) for i, v in enumerate(traced) if isinstance(v, View)]
     if reads is None and writes is None:
-        return tuple(Access(v.buffer, *v.byte_range(), "rw") for _, v in arrays)
+        # a caller's read-only array is only read: its memory never changes, as eagerly
+        return tuple(Access(v.buffer, *v.byte_range(), "r" if v.readonly else "rw")
+                     for _, v in arrays)
 
     def views(declared: Iterable[Any] | None, what: str) -> list[View]:
         out = []
@@ -181,10 +197,22 @@ def _accesses(tracer: Any, traced: tuple, reads: Iterable[Any] | None,
             if v is None:
                 raise TraceError(f"{label}: {what} lists a {type(d).__name__}, not an array",
                                  where=where, fix="list the arrays it reads / writes")
+            if not any(v == a for _, a in arrays):
+                raise TraceError(f"{label}: {what} lists an array that is not one of its "
+                                 "arguments", where=where,
+                                 fix="list the arguments it reads / writes (or their "
+                                     "positions); pass any other array it touches too")
             out.append(v)
         return out
 
     read_views, write_views = views(reads, "reads"), views(writes, "writes")
+    for v in write_views:
+        if v.readonly:
+            raise TraceError(f"{label} is declared to write a read-only array (a caller's "
+                             "array with writeable=False, np.frombuffer of bytes, a read-only "
+                             "memmap); eager code could not write it either", where=where,
+                             fix="pass a writable array (e.g. a copy), or do not list it in "
+                                 "writes=")
     declared = {id(v) for v in read_views + write_views}
     for _, v in arrays:
         if id(v) not in declared and not any(v == d for d in read_views + write_views):

@@ -84,7 +84,7 @@ _handles: dict[int, Any] = {}
 def _handle() -> Any:
     from cuda.bindings import driver
     from nvmath.bindings import cublas
-    err, ctx = driver.cuCtxGetCurrent()
+    _, ctx = driver.cuCtxGetCurrent()
     key = int(ctx) if ctx is not None else 0
     if key not in _handles:
         _handles[key] = cublas.create()

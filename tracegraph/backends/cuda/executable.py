@@ -84,6 +84,8 @@ class CudaExecutable:
                 self._after_the_arena_s_last_launch(s)
             try:
                 self.built.graph.launch(s)
+            except TracegraphError:  # the CPU stand-in running a sim= function: as on sim
+                raise
             except Exception as exc:
                 raise self._fault(exc, "cuGraphLaunch") from exc
             if shared:
