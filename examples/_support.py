@@ -175,6 +175,9 @@ class EagerPlan:
                 grid = max(1, min(1024, -(-node.nbytes // 256)))
                 self._steps.append(_bind(_memset_bytes[grid, 256],
                                          (as_bytes(op.data.dst, node.nbytes), op.data.value)))
+            elif node.kind == "library":  # the library call itself, on the default stream
+                self._steps.append(_bind(op.data.fn, (_DEFAULT_STREAM,) +
+                                         tuple(arg(a) for a in op.data.args)))
             else:
                 raise ValueError(f"EagerPlan does not run {node.kind} nodes")
         self.launches = len(self._steps)
@@ -187,6 +190,13 @@ class EagerPlan:
     def outputs(self) -> list[Any]:
         """Device arrays of the results (for outputs held in graph memory)."""
         return self._outputs
+
+
+class _DefaultStream:
+    handle = 0  # CUstream 0: the legacy default stream Numba launches on
+
+
+_DEFAULT_STREAM = _DefaultStream()
 
 
 def _bind(fn: Callable, args: tuple) -> Callable[[], Any]:

@@ -253,16 +253,30 @@ def _parse_signatures(spec: Any) -> list:
 
 def compiled_kernel(kernel: Any, argtypes: tuple) -> tuple[Any, bool]:
     """(cuda.core Kernel, is_cooperative) of the overload Numba picks for `argtypes`."""
-    overload = kernel.compile(tuple(argtypes))
+    overload = kernel.compile(_star_packed(kernel, argtypes))
     cufunc = overload._codelibrary.get_cufunc()
     return cufunc.kernel, bool(getattr(overload, "cooperative", False))
+
+
+def _star_packed(kernel: Any, argtypes: tuple) -> tuple:
+    """Argument types as Numba compiles a `*args` kernel: the trailing ones in one
+    StarArgTuple (its parameters are the same flattened fields)."""
+    import inspect
+
+    from numba.core import types
+    params = list(inspect.signature(kernel_py_func(kernel)).parameters.values())
+    if not any(p.kind == p.VAR_POSITIONAL for p in params):
+        return tuple(argtypes)
+    n = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    star = getattr(types, "StarArgTuple")  # noqa: B009 - untyped in numba's stubs
+    return tuple(argtypes[:n]) + (star.from_types(tuple(argtypes[n:])),)
 
 
 def cooperative_grid_limit(kernel: Any, argtypes: tuple, blockdim: tuple,
                            sharedmem: int) -> int:
     """The most blocks a cooperative launch of this overload may have on the current
     device (all of them must be resident at once)."""
-    overload = kernel.compile(tuple(argtypes))
+    overload = kernel.compile(_star_packed(kernel, argtypes))
     return int(overload.max_cooperative_grid_blocks(tuple(blockdim), sharedmem))
 
 
