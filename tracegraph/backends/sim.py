@@ -249,8 +249,7 @@ class SimExecutable:
     def _execute(self, node: Any, mem: dict[int, np.ndarray], captured: dict[int, Any],
                  leaves: list[Any]) -> None:
         op = node.op
-        if node.kind == OpKind.LIBRARY or (node.kind == "kernel" and
-                                            isinstance(op.launch.kernel, ForeignKernel)):
+        if runs_sim_function(op):
             run_sim_function(op, [_foreign_arg(a, op, mem) for a in _foreign_args(op)])
         elif node.kind == "kernel":
             launch = op.launch
@@ -298,6 +297,12 @@ class SimExecutable:
         return host if out.kind == "host" else _numba.to_device(host)
 
 
+def runs_sim_function(op: Op) -> bool:
+    """Foreign work (a library call, a kernel compiled elsewhere): the CPU runs its sim=."""
+    return op.kind == OpKind.LIBRARY or (op.kind == OpKind.KERNEL and
+                                         isinstance(op.launch.kernel, ForeignKernel))
+
+
 def _foreign_args(op: Op) -> tuple:
     return op.library.args if op.kind == OpKind.LIBRARY else op.launch.args
 
@@ -340,10 +345,8 @@ def call_sim(fn: Any, name: str, where: str, args: list) -> None:
 def check_sim_functions(nodes: Any) -> None:
     """Refuse, before anything runs, foreign work the simulator has no function for."""
     for node in nodes:
-        op = node.op
-        if op.kind == OpKind.LIBRARY or (op.kind == OpKind.KERNEL and
-                                         isinstance(op.launch.kernel, ForeignKernel)):
-            sim_function(op)
+        if runs_sim_function(node.op):
+            sim_function(node.op)
         for body in node.bodies:
             check_sim_functions(body)
 
