@@ -269,7 +269,7 @@ def _star_packed(kernel: Any, argtypes: tuple) -> tuple:
         return tuple(argtypes)
     n = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
     star = getattr(types, "StarArgTuple")  # noqa: B009 - untyped in numba's stubs
-    return tuple(argtypes[:n]) + (star.from_types(tuple(argtypes[n:])),)
+    return (*argtypes[:n], star.from_types(tuple(argtypes[n:])))
 
 
 def cooperative_grid_limit(kernel: Any, argtypes: tuple, blockdim: tuple,
