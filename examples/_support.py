@@ -48,6 +48,9 @@ GPU = backends.gpu_usable()
 warnings.filterwarnings("ignore",
                         message=".*Grid size .* will likely result in GPU under-utilization")
 if not GPU:
+    # the eager baselines launch on Numba's simulator itself: one shared array per block
+    from tracegraph import _numba
+    _numba.fix_eager_shared_arrays()
     # The simulator runs a Python thread per CUDA thread and polls them at
     # cuda.syncthreads(); a short GIL switch interval makes that ~20x faster.
     sys.setswitchinterval(min(sys.getswitchinterval(), 1e-4))

@@ -33,6 +33,10 @@ import pytest  # noqa: E402
 from tracegraph import backends  # noqa: E402
 
 GPU = backends.gpu_usable()
+if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+    # eager references launch on Numba's simulator itself: one shared array per block
+    from tracegraph import _numba
+    _numba.fix_eager_shared_arrays()
 
 
 def pytest_report_header(config):

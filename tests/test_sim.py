@@ -1,6 +1,8 @@
 """The sim backend: results, graph memory between runs, and the random-order test mode."""
 from __future__ import annotations
 
+import time
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -206,3 +208,64 @@ def test_removed_edge_gives_a_wrong_result_for_some_seed():
     xs = x.copy()
     _run(bad_plan, xs)
     np.testing.assert_allclose(xs, expected)
+
+
+@cuda.jit
+def _block_sums(x, out):
+    """Every thread adds the whole block's values through one shared array."""
+    smem = cuda.shared.array(64, np.float32)
+    tid = cuda.threadIdx.x
+    smem[tid] = x[cuda.blockIdx.x, tid]
+    cuda.syncthreads()
+    acc = np.float32(0)
+    for j in range(cuda.blockDim.x):
+        acc += smem[j]
+    out[cuda.blockIdx.x, tid] = acc
+
+
+@cuda.jit
+def _block_votes(x, out):
+    """syncthreads_count per block in a cooperative launch (the grid syncs), where the
+    simulator runs the blocks at once: each block counts only its own threads' votes."""
+    out[cuda.blockIdx.x, cuda.threadIdx.x] = cuda.syncthreads_count(
+        x[cuda.blockIdx.x, cuda.threadIdx.x] > 0)
+    cuda.cg.this_grid().sync()
+
+
+def test_threads_of_a_block_share_one_shared_array(backend, monkeypatch):
+    # Numba's simulator can hand two threads that reach cuda.shared.array at once two
+    # different arrays (lookup and store are two steps); every thread must see one array.
+    # A slow allocation of the shared array opens that window for every thread.
+    empty = np.empty
+
+    def slow_empty(shape: object, *args: object, **kwargs: object) -> np.ndarray:
+        if shape == 64:
+            time.sleep(0.001)
+        return empty(shape, *args, **kwargs)
+
+    monkeypatch.setattr(np, "empty", slow_empty)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 64)).astype(np.float32)
+
+    @tg.compile(backend=backend)
+    def f(x):
+        out = tg.empty(x.shape, np.float32)
+        for _ in range(6):
+            _block_sums[x.shape[0], x.shape[1]](x, out)
+        return out
+
+    for _ in range(3):
+        got = np.asarray(f(x))
+        np.testing.assert_allclose(got, np.repeat(x.sum(1, keepdims=True), 64, 1), rtol=1e-5)
+
+
+def test_syncthreads_count_counts_its_own_block(backend):
+    x = np.array([[1, -1, 1, 1], [-1, -1, -1, 1]], np.float32)
+
+    @tg.compile(backend=backend)
+    def f(x):
+        out = tg.empty(x.shape, np.int32)
+        _block_votes[2, 4](x, out)
+        return out
+
+    np.testing.assert_array_equal(np.asarray(f(x)), [[3] * 4, [1] * 4])

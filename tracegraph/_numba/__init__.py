@@ -57,6 +57,7 @@ from .layout import (
 )
 from .simulate import (
     GridSyncError,
+    fix_eager_shared_arrays,
     run_simulated,
     simulator_array,
     simulator_kernel,
@@ -83,6 +84,7 @@ __all__ = [
     "device_bytes",
     "device_view",
     "dtype_problem",
+    "fix_eager_shared_arrays",
     "flatten_params",
     "in_host_callback",
     "infer_kernel_access",

@@ -166,6 +166,42 @@ def run_simulated(kernel: Any, griddim: tuple, blockdim: tuple, sharedmem: int,
                     where[name] = value
 
 
+def shared_array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> np.ndarray:
+    """`cuda.shared.array` of one simulated block, where all its threads get one array.
+
+    Numba's (FakeCUDAShared.array) looks the allocation up and stores a new one in two
+    steps, so two threads of a block that reach it at once can each get their own array:
+    a block whose threads no longer share memory (seen as wrong matmul tiles and layer
+    norms about one run in two of examples/decode_step.py). Here one atomic setdefault
+    decides which array they all get."""
+    from numba.core import types as numba_types
+    from numba.np import numpy_support
+    if alignment is not None or shape == 0:
+        return _numba_shared_array()(self, shape, dtype, alignment)
+    if isinstance(dtype, numba_types.Type):
+        dtype = numpy_support.as_dtype(dtype)
+    caller = sys._getframe(1)  # allocations are keyed by the line that asks, as Numba's
+    key = (caller.f_code.co_filename, caller.f_lineno)
+    found = self._allocations.get(key)
+    if found is None:
+        found = self._allocations.setdefault(key, np.empty(shape, dtype))
+    return found
+
+
+@functools.cache
+def _numba_shared_array() -> Callable:
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+    return FakeCUDAShared.array
+
+
+def fix_eager_shared_arrays() -> None:
+    """Make Numba's own simulator launches (eager references in tests and examples)
+    allocate shared arrays atomically too."""
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+    _numba_shared_array()
+    FakeCUDAShared.array = shared_array
+
+
 class GridSyncError(RuntimeError):
     """A kernel synchronized the grid in a launch that was not cooperative."""
 
@@ -180,6 +216,23 @@ def _grid_manager(block_manager: type, cooperative: bool) -> type:
 
     class _Thread(BlockThread):
         grid_blocked = False
+        block_state: np.ndarray  # this block's votes (Numba's is one per manager)
+
+        def syncthreads_count(self, value: Any) -> int:
+            return int(np.count_nonzero(self._vote(value)))
+
+        def syncthreads_and(self, value: Any) -> int:
+            return 1 if np.all(self._vote(value)) else 0
+
+        def syncthreads_or(self, value: Any) -> int:
+            return 1 if np.any(self._vote(value)) else 0
+
+        def _vote(self, value: Any) -> np.ndarray:
+            self.block_state[tuple(self.threadIdx)] = value
+            self.syncthreads()
+            votes = self.block_state.copy()
+            self.syncthreads()
+            return votes
 
         def grid_sync(self) -> None:
             if self.abort:
@@ -212,6 +265,10 @@ def _grid_manager(block_manager: type, cooperative: bool) -> type:
 
         def this_grid(self) -> _Grid:
             return self._grid
+
+    class _BlockShared(FakeCUDAShared):
+        """One block's shared memory, allocated atomically (see `shared_array`)."""
+        array = shared_array
 
     class _PerBlockShared:
         """cuda.shared for blocks that may run at once: each block its own allocations.
@@ -250,11 +307,12 @@ def _grid_manager(block_manager: type, cooperative: bool) -> type:
         def _run_blocks(self, module: Any, args: tuple, points: list) -> None:
             threads = []
             for block_point in points:
-                shared = FakeCUDAShared(module._shared.size)
+                shared = _BlockShared(module._shared.size)
+                votes = np.zeros(self._block_dim, dtype=np.bool_)
                 for thread_point in np.ndindex(*self._block_dim):
                     t = _Thread(lambda: self._f(*args), self, block_point, thread_point,
                                 self._debug)
-                    t.shared = shared
+                    t.shared, t.block_state = shared, votes
                     threads.append(t)
             for t in threads:
                 t.start()
