@@ -82,6 +82,19 @@ def make_mlp_ops(grid, block):
     return mlp
 
 
+def make_mlp_linear():
+    """The same step through tracegraph.ops.linear: one cuBLASLt node per layer, its
+    epilogue adding the bias and applying ReLU."""
+    from tracegraph import ops
+
+    def mlp(x, w0, b0, w1, b1, w2, b2, h0, h1, out):
+        h = x
+        for w, b, o in ((w0, b0, h0), (w1, b1, h1), (w2, b2, out)):
+            ops.linear(h, w, b, activation="relu", out=o)
+            h = o
+    return mlp
+
+
 def make_mlp(grid, block, stream=0):
     def mlp(x, w0, b0, w1, b1, w2, b2, h0, h1, out):
         dense_relu[grid, block, stream](x, w0, b0, h0)
@@ -129,7 +142,7 @@ def builders(env, batch, width, block):
         return tracegraph_bench(env, mlp, tuple(args),
                                 check=lambda f: check_with(args, lambda: f.replay(*args))())
 
-    def tracegraph_cublas():
+    def tracegraph_cublas(fused=False):
         import os
 
         from tracegraph.backends.cuda import cublas
@@ -139,11 +152,14 @@ def builders(env, batch, width, block):
         # without a GPU (the smoke run): the library node with its NumPy stand-in
         old = os.environ.get("TRACEGRAPH_MATMUL")
         os.environ["TRACEGRAPH_MATMUL"] = "cublas"
+        mlp_ = make_mlp_linear() if fused else make_mlp_ops(grid, block)
+        note = ("tracegraph.ops.linear: one cuBLASLt node per layer (bias + ReLU epilogue)"
+                if fused else "tracegraph.ops.matmul (cuBLAS library node) + bias+ReLU "
+                              "kernel: 2 nodes per layer")
         try:
-            return tracegraph_bench(env, make_mlp_ops(grid, block), tuple(args),
+            return tracegraph_bench(env, mlp_, tuple(args),
                                     check=lambda f: check_with(args, lambda: f.replay(*args))(),
-                                    note="tracegraph.ops.matmul (cuBLAS library node) + "
-                                         "bias+ReLU kernel: 2 nodes per layer")
+                                    note=note)
         finally:
             if old is None:
                 os.environ.pop("TRACEGRAPH_MATMUL")
@@ -196,6 +212,7 @@ def builders(env, batch, width, block):
 
     return [("numba_eager", numba_eager), ("numba_capture", numba_capture),
             ("tracegraph", tracegraph), ("tracegraph_cublas", tracegraph_cublas),
+            ("tracegraph_linear", lambda: tracegraph_cublas(True)),
             ("torch_eager", torch_eager), ("torch_graph", lambda: torch_eager(True)),
             ("cupy_eager", cupy_eager), ("cupy_graph", lambda: cupy_eager(True))]
 

@@ -396,3 +396,115 @@ def test_the_fake_platform_catches_a_broken_re_point(monkeypatch):
     step(xs[0])
     stale = step(xs[1]).copy_to_host()
     assert np.array_equal(stale, np.outer([1, 2, 3], xs[0].copy_to_host()))  # wrong, and seen
+
+
+# ---------------------------------------------------------------------------
+# replay_same: a call with the very objects of the last one launches directly
+
+@pytest.fixture
+def fixed_device_arrays(monkeypatch):
+    """On the CPU, let simulated device arrays count as of fixed metadata, as Numba's real
+    DeviceNDArrays do, so the direct replay path runs here too."""
+    from tracegraph.signature import arguments
+    if _numba.SIMULATOR:
+        monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {
+            type(cuda.to_device(np.zeros(1)))})
+
+
+def _direct_launches(f):
+    return [e.executable for e in f.compiled if getattr(e.executable, "armed", None)]
+
+
+def test_same_objects_replay_directly_and_stay_correct(backend, fixed_device_arrays):
+    @tg.compile(backend=backend)
+    def step(x):
+        axpb[2, 32](x, 2.0, 1.0)
+
+    xs = [cuda.to_device(np.arange(N, dtype=np.float64) + 10 * k) for k in range(2)]
+    want = [to_host(x) for x in xs]
+    for k in [0, 0, 0, 1, 1, 0, 1, 0, 0]:  # runs of one array and ping-pong between two
+        step(xs[k])
+        want[k] = want[k] * 2 + 1
+        for j in range(2):
+            np.testing.assert_array_equal(to_host(xs[j]), want[j])
+    info = step.cache_info()
+    assert info.graphs == 1 and sum(info.hits.values()) == 8
+    if backend == "cuda":
+        assert _direct_launches(step)
+
+
+def test_direct_replays_keep_held_results(backend, fixed_device_arrays):
+    @tg.compile(backend=backend)
+    def step(x):
+        out = tg.empty_like(x)
+        axpb[2, 32](x, 1.0, 1.0)  # x += 1 in place, then out = 2 x
+        scale[2, 32](x, 2.0, out)
+        return out
+
+    x = cuda.to_device(np.zeros(N))
+    held = [step(x) for _ in range(4)]
+    for k, out in enumerate(held):
+        np.testing.assert_array_equal(to_host(out), 2.0 * (k + 1))
+
+
+def test_a_call_on_another_stream_disarms_the_direct_path(backend, fixed_device_arrays):
+    @tg.compile(backend=backend)
+    def step(x):
+        axpb[2, 32](x, 2.0, 1.0)
+
+    x0, x1 = cuda.to_device(np.zeros(N)), cuda.to_device(np.ones(N))
+    step(x0)
+    step(x0)
+    step(x1, stream=cuda.stream() if backend == "cuda" else None)  # the full path
+    cuda.synchronize()
+    step(x0)
+    np.testing.assert_array_equal(to_host(x0), 7)
+    np.testing.assert_array_equal(to_host(x1), 3)
+
+
+def test_direct_replays_after_clear_and_between_threads(backend, fixed_device_arrays):
+    import threading
+
+    @tg.compile(backend=backend)
+    def step(x):
+        axpb[2, 32](x, 1.0, 1.0)
+
+    xs = [cuda.to_device(np.zeros(N)) for _ in range(4)]
+    step(xs[0])
+    step.clear()
+    step(xs[0])
+    step(xs[0])
+    np.testing.assert_array_equal(to_host(xs[0]), 3)
+
+    def worker(x):
+        for _ in range(25):
+            step(x)
+    threads = [threading.Thread(target=worker, args=(x,)) for x in xs[1:]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for x in xs[1:]:
+        np.testing.assert_array_equal(to_host(x), 25)
+
+
+def test_a_direct_replay_raises_a_failed_callback(backend, fixed_device_arrays):
+    calls = []
+
+    def boom():
+        calls.append(1)
+        if len(calls) == 2:
+            raise ValueError("second call")
+
+    @tg.compile(backend=backend)
+    def step(x):
+        axpb[2, 32](x, 1.0, 1.0)
+        tg.callback(boom, x)
+
+    x = cuda.to_device(np.zeros(N))
+    step(x)
+    with pytest.raises(tg.TracegraphError, match="second call"):  # then, or on the next call
+        step(x)
+        cuda.synchronize()
+        step(x)
+    assert len(calls) == 2

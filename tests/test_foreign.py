@@ -300,6 +300,36 @@ def test_a_library_call_on_another_stream_is_refused(backend):
         f(cuda.to_device(np.ones(N, np.float32)))
 
 
+def test_a_library_call_that_rightly_does_nothing_keeps_its_order(backend, monkeypatch):
+    """may_be_empty=True: capturing no work is a placeholder node with the call's edges
+    (as NCCL on one rank, in place); without it, the same call is refused on a GPU."""
+    if not ON_GPU and backend == "cuda":  # the stand-in runs sim=: make its capture empty
+        from tracegraph.backends.cuda.fake import FakePlatform
+        real = FakePlatform.capture_library
+        monkeypatch.setattr(FakePlatform, "capture_library", lambda self, node, args: (
+            None if node.op.library.may_be_empty else real(self, node, args)))
+
+    def nothing(stream, t):
+        return None
+
+    def step(x, may_be_empty):
+        t = tg.empty(N, np.float32)
+        add_one[2, 8](x, t)
+        tg.library(nothing, t, writes=[t], sim=lambda t: None, may_be_empty=may_be_empty)
+        out = tg.empty(N, np.float32)
+        add_one[2, 8](t, out)
+        return out
+
+    f = tg.compile(lambda x: step(x, True), backend=backend)
+    x = np.arange(N, dtype=np.float32)
+    for k in range(3):
+        np.testing.assert_array_equal(f(x + k), x + k + 2)
+    if ON_GPU and backend == "cuda":
+        g = tg.compile(lambda x: step(x, False), backend=backend)
+        with pytest.raises(tg.LoweringError, match="enqueued nothing"):
+            g(x)
+
+
 @pytest.mark.skipif(not ON_GPU, reason="a CuPy RawKernel needs a GPU")
 def test_cupy_raw_kernel_as_a_node(backend):
     if backend == "sim":
@@ -352,6 +382,62 @@ def test_matmul_library_engine_equals_numpy(backend, monkeypatch, case):
         np.testing.assert_array_equal(got, ref)
     ops = f.trace(a, b, at, bt).ops
     assert any(op.kind == "library" and op.name == "cublas_gemm" for op in ops)
+
+
+@pytest.mark.parametrize("engine", ["cublas", "kernel"])
+@pytest.mark.parametrize("case", ["bias-relu", "bias", "relu", "plain", "transposed-w",
+                                  "batch-1", "new-result", "f64"])
+def test_linear_equals_numpy(backend, monkeypatch, engine, case):
+    """ops.linear: one cuBLASLt node (bias and ReLU in its epilogue) into a given out,
+    else matmul + add + relu; on sim the node runs its NumPy stand-in."""
+    monkeypatch.setenv("TRACEGRAPH_MATMUL", engine)
+    if ON_GPU and engine == "cublas":
+        pytest.importorskip("nvmath.bindings.cublasLt")
+    rng = np.random.default_rng(1)
+    dtype = np.float64 if case == "f64" else np.float32
+    m, k, n = (1, 24, 40) if case == "batch-1" else (7, 24, 40)
+    x = rng.integers(-3, 4, (m, k)).astype(dtype)
+    w = rng.integers(-3, 4, (k, n)).astype(dtype)
+    b = rng.integers(-3, 4, n).astype(dtype)
+    use_bias = case not in ("relu", "plain")
+    act = "relu" if case in ("bias-relu", "relu", "transposed-w", "batch-1", "new-result",
+                             "f64") else None
+
+    @tg.compile(backend=backend)
+    def f(x, w, wt, b, out):
+        ww = wt.T if case == "transposed-w" else w
+        if case == "new-result":
+            return tg.ops.linear(x, ww, b, activation=act)
+        tg.ops.linear(x, ww, b if use_bias else None, activation=act, out=out)
+        return out
+
+    out = np.full((m, n), 99, dtype)
+    ref = x @ w + (b if use_bias else 0)
+    ref = np.maximum(ref, 0) if act else ref
+    got = f(x, w, np.ascontiguousarray(w.T), b, out)
+    np.testing.assert_array_equal(got, ref)
+    got = f(x + 1, w, np.ascontiguousarray(w.T), b, out)  # a replay
+    ref2 = (x + 1) @ w + (b if use_bias else 0)
+    np.testing.assert_array_equal(got, np.maximum(ref2, 0) if act else ref2)
+    names = [op.name for op in f.trace(x, w, np.ascontiguousarray(w.T), b, out).ops
+             if op.kind == "library"]
+    fused = engine == "cublas" and case not in ("new-result", "f64")
+    assert names == (["cublaslt_linear"] if fused else
+                     ["cublas_gemm"] if engine == "cublas" else [])
+
+
+def test_linear_refuses_what_it_cannot_do():
+    @tg.compile(backend="sim")
+    def f(x, w, b, act):
+        return tg.ops.linear(x, w, b, activation=act)
+
+    x, w = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    with pytest.raises(tg.TraceError, match="activation"):
+        f(x, w, np.ones(4, np.float32), "gelu")
+    with pytest.raises(tg.TraceError, match="bias"):
+        f(x, w, np.ones(3, np.float32), None)
+    with pytest.raises(tg.TraceError, match="aligned"):
+        f(x, np.ones((4, 4), np.float32), np.ones(4, np.float32), None)
 
 
 def test_matmul_kernel_engine_records_no_library_node(backend, monkeypatch):

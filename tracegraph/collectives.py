@@ -208,7 +208,8 @@ def allreduce(x: Any, op: str = "sum", comm: Communicator | None = None) -> Any:
         a[...] = red(np.stack(_sim(comm)._gather(what, a))).astype(a.dtype, copy=False)
 
     token = _order_token(comm)
-    library(gpu, x, token, reads=(), writes=[x, token], sim=sim, name=f"allreduce_{op}")
+    library(gpu, x, token, reads=(), writes=[x, token], sim=sim, name=f"allreduce_{op}",
+            may_be_empty=_world(comm) == 1)
     return x
 
 
@@ -283,7 +284,8 @@ def broadcast(x: Any, root: int = 0, comm: Communicator | None = None) -> Any:
         a[...] = _sim(comm)._gather(what, a)[root]
 
     token = _order_token(comm)
-    library(gpu, x, token, reads=(), writes=[x, token], sim=sim, name="broadcast")
+    library(gpu, x, token, reads=(), writes=[x, token], sim=sim, name="broadcast",
+            may_be_empty=_world(comm) == 1)
     return x
 
 
@@ -301,6 +303,11 @@ def _order_token(comm: Communicator | None) -> Any:
 
 
 _tokens: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
+
+
+def _world(comm: Communicator | None) -> int:
+    """Ranks in the group; in place on one rank, NCCL rightly enqueues nothing."""
+    return 1 if comm is None else comm.world_size
 
 
 def _resolve(comm: Communicator | None) -> Communicator:

@@ -7,12 +7,15 @@ from .. import _numba, config
 from ..errors import TracegraphError
 
 BACKENDS = ("auto", "cuda", "sim")
+MISS = object()  # an executable's replay_same: not that case, take the full path
 
 
 class Executable(Protocol):
     """What every backend builds from a Plan: `run` replays it for one call's flattened
     arguments (`leaves`, and `infos` describing the arrays among them) and returns the
-    results; `plan` is what it runs."""
+    results; `plan` is what it runs. A backend may also offer `run(..., arm=True)` and
+    `replay_same(args)`: the next call with the very same argument objects replays
+    without describing them again (MISS where that does not apply)."""
     backend: str
     plan: Any
 

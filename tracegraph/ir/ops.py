@@ -52,10 +52,12 @@ class NodeAttributes:
 class LibraryCall:
     """Stream-capturable work: `fn(stream, *args)` enqueues it (arrays as device arrays over
     graph memory), captured once into a child graph; on the simulator `sim(*args)` does the
-    same on NumPy arrays. Views in `args` are the arrays."""
+    same on NumPy arrays. Views in `args` are the arrays. `may_be_empty`: capturing no
+    work at all is right for these arguments (else it is refused: the work went elsewhere)."""
     fn: Any = field(compare=False)
     args: tuple = ()
     sim: Any = field(default=None, compare=False)
+    may_be_empty: bool = False
 
 
 @dataclass(frozen=True, slots=True)

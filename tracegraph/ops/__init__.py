@@ -8,7 +8,7 @@ the optional `out=`. `tg.Array` operators (+ - * / @, unary -, abs, < <= > >=) c
   minimum less less_equal greater greater_equal equal not_equal negative abs exp log
   sqrt tanh sigmoid relu where clip copy astype
 - reductions (all elements or one axis): sum mean max min
-- linear algebra and nn: matmul softmax log_softmax layer_norm
+- linear algebra and nn: matmul linear softmax log_softmax layer_norm
 - layout and filling: transpose reshape broadcast_to fill full full_like ones_like
 """
 from .. import traced as _traced
@@ -39,7 +39,7 @@ from .elementwise import (
     tanh,
     where,
 )
-from .matmul import matmul
+from .matmul import linear, matmul
 from .nn import layer_norm, log_softmax, softmax
 from .reduce import amax, amin, max, mean, min, sum
 from .shape import broadcast_to, fill, full, full_like, ones_like, reshape, transpose
@@ -47,7 +47,7 @@ from .shape import broadcast_to, fill, full, full_like, ones_like, reshape, tran
 __all__ = [
     "abs", "absolute", "add", "amax", "amin", "astype", "broadcast_to", "clip", "copy",
     "divide", "equal", "exp", "fill", "full", "full_like", "greater", "greater_equal",
-    "layer_norm", "less", "less_equal", "log", "log_softmax", "matmul", "max", "maximum",
+    "layer_norm", "less", "less_equal", "linear", "log", "log_softmax", "matmul", "max", "maximum",
     "mean", "min", "minimum", "multiply", "negative", "not_equal", "ones_like", "relu",
     "reshape", "sigmoid", "softmax", "sqrt", "subtract", "sum", "tanh", "transpose", "where",
 ]

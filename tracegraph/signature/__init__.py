@@ -2,9 +2,17 @@
 of the last call (call.py), and why a call matches no compiled graph (mismatch.py)."""
 from __future__ import annotations
 
-from .arguments import DEVICE, HOST, ArrayInfo, alias_groups, describe, disjoint
-from .call import Call, CallAnalyzer, hashable, static_key
+from .arguments import (
+    DEVICE,
+    HOST,
+    ArrayInfo,
+    alias_groups,
+    describe,
+    disjoint,
+    has_fixed_metadata,
+)
+from .call import Call, CallAnalyzer, hashable, static_key, weak
 from .mismatch import describe_mismatch
 
 __all__ = ["DEVICE", "HOST", "ArrayInfo", "Call", "CallAnalyzer", "alias_groups", "describe",
-           "describe_mismatch", "disjoint", "hashable", "static_key"]
+           "describe_mismatch", "disjoint", "has_fixed_metadata", "hashable", "static_key", "weak"]

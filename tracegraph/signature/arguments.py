@@ -169,8 +169,8 @@ _FIXED = {int, float, bool, complex, str, type(None)}
 
 
 def _reader_for_fixed(t: type) -> bool:
-    reader = _readers.get(t)
-    fixed = reader is _describe_numba or reader is _describe_cupy
+    # not CuPy's: `a.shape = ...` reshapes a CuPy array in place
+    fixed = _readers.get(t) is _describe_numba
     if fixed:
         _FIXED.add(t)
     return fixed

@@ -103,7 +103,7 @@ class CallAnalyzer:
             infos[i], extents[i] = info, info.extent
         if not arguments.disjoint(infos):
             return None  # now sharing memory: another signature
-        self.memo = (tuple(map(_ref, args)), None, (paths, tree, infos, key), extents)
+        self.memo = (tuple(map(weak, args)), None, (paths, tree, infos, key), extents)
         return Call(list(args), paths, tree, infos, key)
 
     # -- the full analysis --------------------------------------------------------
@@ -121,7 +121,7 @@ class CallAnalyzer:
             # where no two arguments share memory, _reuse_moved can take other arrays
             extents = ([i.extent if i is not None else None for i in infos]
                        if simple and arguments.disjoint(infos) else None)
-            self.memo = (tuple(map(_ref, args)), None if simple else tuple(map(_ref, leaves)),
+            self.memo = (tuple(map(weak, args)), None if simple else tuple(map(weak, leaves)),
                          (paths, tree, infos, key), extents)
         return call
 
@@ -187,7 +187,7 @@ class CallAnalyzer:
 _NO_WEAKREF: set[type] = set()
 
 
-def _ref(x: Any) -> Any:
+def weak(x: Any) -> Any:
     """A weak reference to x (an array), or (x,) for what has none (scalars, None)."""
     t = type(x)
     if t not in _NO_WEAKREF:

@@ -62,7 +62,7 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, shared_mem: int = 0,
 
 def library(fn: Callable, *args: Any, reads: Iterable[Any] | None = None,
             writes: Iterable[Any] | None = None, sim: Callable | None = None,
-            name: str | None = None) -> None:
+            name: str | None = None, may_be_empty: bool = False) -> None:
     """Run stream-capturable library work as one node: `fn(stream, *args)` must enqueue it
     on `stream` (a cuda.core Stream; `int(stream.handle)` is the CUstream), with array
     arguments as device arrays (`__cuda_array_interface__`) over graph memory.
@@ -70,7 +70,10 @@ def library(fn: Callable, *args: Any, reads: Iterable[Any] | None = None,
     It is called once uncaptured on scratch arrays of the same shapes (so libraries can
     create handles, pick algorithms and allocate), then captured into a child graph that
     every replay runs; it must not synchronize, allocate inside the capture, or launch on
-    another stream. `reads`/`writes` and `sim` as for tg.launch.
+    another stream. `reads`/`writes` and `sim` as for tg.launch. A capture holding no work
+    is refused (work enqueued on another stream would run once, now, and never in the
+    graph) unless `may_be_empty=True` says that doing nothing is right (NCCL on one rank,
+    in place, enqueues nothing).
     """
     tracer = _active("library")
     where = user_location(2)
@@ -85,7 +88,7 @@ def library(fn: Callable, *args: Any, reads: Iterable[Any] | None = None,
                    for i, a in enumerate(args))
     accesses = _accesses(tracer, traced, reads, writes, label, where)
     tracer.ops.append(Op(OpKind.LIBRARY, label, accesses, where,
-                         LibraryCall(fn, traced, sim)))
+                         LibraryCall(fn, traced, sim, bool(may_be_empty))))
     tracer.launches += 1
 
 

@@ -146,7 +146,7 @@ class GraphBuilder:
                                                 hi - lo, attrs.hit_ratio)
         return g
 
-    def _library(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:
+    def _library(self, built: BuiltGraph, node: PlanNode, parent: Any, has_deps: bool) -> Any:
         """The call captured into a child graph over the buffers' addresses now (which
         never move: trace/bodies.py gave moved-able inputs a graph-owned shadow)."""
         call = node.op.library
@@ -154,6 +154,8 @@ class GraphBuilder:
         args = [(self.target(a.buffer) + a.offset, a, a.buffer in written)
                 if isinstance(a, View) else a for a in call.args]
         child = self.platform.capture_library(node, args)
+        if child is None:  # no work (a one-rank collective): a placeholder keeps the edges
+            return parent.join() if has_deps else built.gdef.empty()
         built.events.append(child)  # the capture's objects live as long as the graph
         return parent.embed(child.graph_definition)
 

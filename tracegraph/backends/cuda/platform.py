@@ -176,9 +176,10 @@ class CudaPlatform:
         return GraphCompleteOptions(use_node_priority=True)
 
     def capture_library(self, node: Any, args: list) -> Any:
-        """The call's work as a child graph: run once on scratch arrays of the same shapes
-        (handles, algorithm choice and workspaces happen outside the capture), then
-        captured on a cuda.core GraphBuilder's stream over the real addresses."""
+        """The call's work as a child graph (None: it rightly enqueued nothing): run once
+        on scratch arrays of the same shapes (handles, algorithm choice and workspaces
+        happen outside the capture), then captured on a cuda.core GraphBuilder's stream
+        over the real addresses."""
         from ...errors import LoweringError
         call = node.op.library
         scratch = [self.alloc_device(_span(a[1])) if isinstance(a, tuple) else None
@@ -217,6 +218,8 @@ class CudaPlatform:
             handles.end_invalid_capture(builder.stream)
             raise refuse(f"ending the capture failed: {exc} ({error_name(exc)})") from exc
         if handles.captured_node_count(builder.graph_definition) == 0:
+            if call.may_be_empty:
+                return None
             raise refuse("it enqueued nothing on the stream it was given (work on another "
                          "stream would run once now, not in the graph)")
         return _Captured(builder, builder.graph_definition, scratch)
