@@ -47,6 +47,8 @@ def pytest_report_header(config):
 
 
 FAKE_CUDA = os.environ.get("TRACEGRAPH_CUDA_PLATFORM") == "fake"
+# which of the two the backend fixture runs (a GPU session may run only cuda's)
+BACKENDS = os.environ.get("TRACEGRAPH_TEST_BACKENDS", "sim,cuda").split(",")
 
 
 @pytest.fixture(params=["sim", "cuda"])
@@ -54,6 +56,8 @@ def backend(request):
     """Each behaviour test runs on both backends: cuda on the GPU, or on its CPU stand-in."""
     if request.param == "cuda" and not (GPU or FAKE_CUDA):
         pytest.skip("no CUDA GPU usable here")
+    if request.param not in BACKENDS:
+        pytest.skip(f"TRACEGRAPH_TEST_BACKENDS={','.join(BACKENDS)}")
     return request.param
 
 

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# One GPU pass of about 9 minutes: environment, the cuda-backend tests of the suites that
+# touch the driver, the W3 (cuBLAS / cuBLASLt) and W7 (replay host cost) benchmarks, the
+# dynamic-shape numbers (scripts/measure_dynamic.py) and the decode example's benchmark.
+# Logs and JSON in $OUT.
+set -o pipefail
+source "$(dirname "$0")/_gpu_env.sh"
+{
+  nvidia-smi -L
+  python3 -c "import numba, numba.cuda, numpy, cuda.core; print('numba', numba.__version__, 'numpy', numpy.__version__, 'cuda.core', cuda.core.__version__, 'gpu', numba.cuda.is_available())"
+  python3 -c "import nvmath; from nvmath.bindings import cublas, cublasLt; print('nvmath', nvmath.__version__)"
+  timeout 60 python3 examples/quickstart.py
+} > "$OUT/env.log" 2>&1
+TRACEGRAPH_TEST_BACKENDS=cuda timeout ${TEST_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider -rfE \
+  ${TESTS:-tests/test_backend_cuda.py tests/test_foreign.py tests/test_soundness.py tests/test_collectives.py tests/test_dynamic.py tests/test_cooperative.py tests/test_control_flow.py tests/test_moved_inputs.py} \
+  > "$OUT/pytest.log" 2>&1
+echo "pytest rc=$?" >> "$OUT/pytest.log"
+timeout ${BENCH_TIMEOUT:-120} python3 benchmarks/run.py --out "$OUT/bench3" --only W3 > "$OUT/bench.log" 2>&1
+timeout 60 python3 benchmarks/run.py --out "$OUT/bench7" --only W7 --quick >> "$OUT/bench.log" 2>&1
+tail -c 20000 "$OUT/bench.log" > "$OUT/bench_tail.log"
+timeout ${DYN_TIMEOUT:-70} python3 scripts/measure_dynamic.py "$OUT/dynamic.json" > "$OUT/dynamic.log" 2>&1
+echo "dynamic rc=$?" >> "$OUT/dynamic.log"
+timeout ${DECODE_TIMEOUT:-70} python3 examples/decode_step.py > "$OUT/decode.log" 2>&1
+echo "decode rc=$?" >> "$OUT/decode.log"
