@@ -32,6 +32,7 @@ real row.
 """
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -453,6 +454,15 @@ class EagerDecode:
                 blocks = max(1, min(1024, -(-node.nbytes // 256)))
                 self._steps.append((_memset_bytes[blocks, 256],
                                     (as_bytes(op.data.dst, node.nbytes), op.data.value), ()))
+            elif node.kind == "memcpy":
+                blocks = max(1, min(1024, -(-node.nbytes // 256)))
+                self._steps.append((_copy_bytes[blocks, 256],
+                                    (as_bytes(op.data.dst, node.nbytes),
+                                     as_bytes(op.data.src, node.nbytes)), ()))
+            elif node.kind == "library":  # cuBLAS, enqueued on the default stream
+                call = op.data
+                self._steps.append((functools.partial(call.fn, _DEFAULT_STREAM),
+                                    tuple(arg(a) for a in call.args), ()))
             else:
                 raise ValueError(f"EagerDecode does not run {node.kind} nodes")
         self.launches = len(self._steps)
@@ -471,6 +481,20 @@ class EagerDecode:
 def _memset_bytes(buf, value):
     for i in range(cuda.grid(1), buf.size, cuda.gridsize(1)):
         buf[i] = value
+
+
+@cuda.jit
+def _copy_bytes(dst, src):
+    for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
+        dst[i] = src[i]
+
+
+class _DefaultStream:
+    """What a tg.library function is given, for the legacy default stream Numba uses."""
+    handle = 0
+
+
+_DEFAULT_STREAM = _DefaultStream()
 
 
 def _device_bytes(nbytes: int) -> Any:

@@ -201,3 +201,102 @@ def test_parallel_branches_never_share_planned_memory(backend):
     tg.verify(p, check_order=True)
     offsets = {b.id: b.arena_offset for b in p.buffers if b.arena_offset is not None}
     assert len(set(offsets.values())) < len(offsets)  # some sharing happened
+
+
+# ---------------------------------------------------------------------------
+# results whose dynamic axes are not the length itself; ops across the padding
+
+@cuda.jit
+def _differences(x, n, d):
+    i = cuda.grid(1)
+    if i < n - 1:
+        d[i] = x[i + 1] - x[i]
+
+
+@cuda.jit
+def _twice(x, n, u):
+    i = cuda.grid(1)
+    if i < n:
+        u[2 * i] = x[i]
+        u[2 * i + 1] = x[i]
+
+
+def test_results_of_a_times_length_plus_b_are_cut_to_the_call(backend):
+    @tg.compile(backend=backend, dynamic={"x": 0}, buckets=(8, 16))
+    def f(x):
+        n = tg.length()
+        d = tg.empty(x.shape[0] - 1, x.dtype)
+        _differences[1, 32](x, n, d)
+        u = tg.empty(2 * x.shape[0], x.dtype)
+        _twice[1, 32](x, n, u)
+        return d, u
+
+    for n in (5, 8, 11):
+        x = np.arange(float(n)) ** 2
+        d, u = f(x)
+        np.testing.assert_array_equal(host(d), np.diff(x))
+        np.testing.assert_array_equal(host(u), np.repeat(x, 2))
+
+
+def test_a_result_not_affine_in_the_length_is_refused(backend):
+    @tg.compile(backend=backend, dynamic={"x": 0}, buckets=(8,))
+    def f(x):
+        out = tg.empty(x.shape[0] * x.shape[0], x.dtype)
+        scale[1, 8](x, 1.0, out[:x.shape[0]])
+        return out
+
+    with pytest.raises(tg.TraceError, match="a \\* L \\+ b"):
+        f(np.ones(5))
+
+
+@pytest.mark.parametrize("op", ["max", "mean", "softmax", "sum_along_0", "matmul_k"])
+def test_ops_combining_along_the_dynamic_axis_are_refused(backend, op):
+    from tracegraph import ops
+
+    @tg.compile(backend=backend, dynamic={"x": 0}, buckets=(8,))
+    def f(x):
+        if op == "max":
+            return ops.max(x)
+        if op == "mean":
+            return ops.mean(x, axis=0)
+        if op == "softmax":
+            return ops.softmax(x, axis=0)
+        if op == "sum_along_0":
+            return ops.sum(x, axis=0)
+        return x.T @ x  # K is the dynamic axis
+
+    with pytest.raises(tg.TraceError, match="follows the dynamic length") as e:
+        f(-np.arange(1.0, 16.0).reshape(5, 3))
+    assert e.value.where.startswith(__file__)
+
+
+def test_ops_along_other_axes_are_fine_under_padding(backend):
+    from tracegraph import ops
+
+    @tg.compile(backend=backend, dynamic={"x": 0}, buckets=(8,))
+    def f(x, w):
+        return ops.softmax(x, axis=1), ops.max(x, axis=1), x @ w
+
+    x = -np.arange(1.0, 16.0).reshape(5, 3)
+    w = np.ones((3, 2))
+    s, m, p = f(x, w)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(host(s), e / e.sum(axis=1, keepdims=True))
+    np.testing.assert_array_equal(host(m), x.max(axis=1))
+    np.testing.assert_array_equal(host(p), x @ w)
+
+
+@cuda.jit
+def _put_scalar(a, out):
+    if cuda.grid(1) == 0:
+        out[0] = a
+
+
+def test_a_dynamic_int_scalar_keeps_its_value_past_int64(backend):
+    f = tg.compile(lambda out, a: (_put_scalar[1, 1](a, out), out)[1], backend=backend,
+                   dynamic={"a": "value"})
+    for a in (5, 2 ** 63, 2 ** 64 - 1, -2 ** 63, 7):
+        np.testing.assert_array_equal(host(f(np.zeros(1), a)), float(a))
+    assert f.cache_info().graphs == 2  # int64 and uint64
+    with pytest.raises(tg.SignatureError, match="64 bits"):
+        f(np.zeros(1), -2 ** 63 - 1)

@@ -92,6 +92,56 @@ def test_a_kernel_writing_a_global_is_ordered_before_one_reading_it(backend, mon
     assert [b.kind for b in p.buffers].count("external") == 1
 
 
+@cuda.jit(device=True)
+def _the_global():
+    return GLOBAL
+
+
+@cuda.jit(device=True)
+def _put_global(i, v):
+    GLOBAL[i] = v
+
+
+@cuda.jit(device=True)
+def _put_through(i, v):
+    _put_global(i, v)  # two device functions deep
+
+
+@cuda.jit
+def write_global_returned_by_a_device_function(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        g = _the_global()
+        g[i] = 2.0 * x[i]
+
+
+@cuda.jit
+def write_global_through_star_args(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        args = (i, 2.0 * x[i])
+        _put_through(*args)
+
+
+@pytest.mark.parametrize("writer", [write_global_returned_by_a_device_function,
+                                    write_global_through_star_args])
+def test_a_global_written_inside_device_functions_is_ordered(backend, monkeypatch, writer):
+    def step(x):
+        a, b = cuda.device_array_like(x), cuda.device_array_like(x)
+        read_global[GRID, BLOCK](a)
+        writer[GRID, BLOCK](x)
+        read_global[GRID, BLOCK](b)
+        return a, b
+
+    f = matches_eager(step, _poisoned_global(np.arange(N, dtype=np.float64)), backend,
+                      monkeypatch=monkeypatch)
+    p = f.latest.program
+    (w,) = [i for i, op in enumerate(p.ops) if op.name == writer.__name__]
+    assert any("w" in a.mode for a in p.ops[w].accesses
+               if p.buffers[a.buffer].kind == "external")
+    assert _ordered(p, "read_global", writer.__name__)
+
+
 def test_a_closure_device_array_is_captured_and_ordered(backend, monkeypatch):
     table = cuda.to_device(np.zeros(N))
 

@@ -232,7 +232,7 @@ class CompiledFunction:
             program = self._trace(call)
             plan = lower(program)
             bucket: int = 0
-            axes: tuple[tuple[int, ...], ...] = ()
+            axes: tuple[tuple[tuple[int, int, int], ...], ...] = ()
             if self._spec is not None and self._spec.axes:
                 bucket = dynamic.bucket_of(self._spec, call)
                 axes = dynamic.result_axes(self._spec, call, program, self._trace)

@@ -17,13 +17,13 @@ log = logging.getLogger("tracegraph.cache")
 @dataclass(frozen=True)
 class Compiled:
     """One signature's compiled graph. `bucket`: its dynamic length (0 if none);
-    `dynamic_axes`: per result leaf, the axes that carry the dynamic length."""
+    `dynamic_axes`: per result leaf, its axes (axis, a, b) of a * length + b elements."""
     key: tuple
     program: Program
     plan: Plan
     executable: Any
     bucket: int = 0
-    dynamic_axes: tuple[tuple[int, ...], ...] = ()
+    dynamic_axes: tuple[tuple[tuple[int, int, int], ...], ...] = ()
 
     @property
     def captured(self) -> bool:

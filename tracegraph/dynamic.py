@@ -173,13 +173,14 @@ def _padded(x: Any, info: Any, axis: int, n: int, b: int, fill: Any, written: bo
     return padded
 
 
-def sliced(result: Any, axes: tuple[int, ...], n: int) -> Any:
-    """A result cut back from the bucket's length to n along its dynamic axes."""
+def sliced(result: Any, axes: tuple[tuple[int, int, int], ...], n: int) -> Any:
+    """A result cut back from the bucket's length to the call's along its dynamic axes:
+    (axis, a, b) is an axis of a * length + b elements."""
     if not axes:
         return result
-    index = [slice(None)] * (max(axes) + 1)
-    for a in axes:
-        index[a] = slice(0, n)
+    index = [slice(None)] * (max(a for a, _, _ in axes) + 1)
+    for axis, a, b in axes:
+        index[axis] = slice(0, a * n + b)
     return result[tuple(index)]
 
 
@@ -206,31 +207,72 @@ def bucket_of(spec: DynamicSpec, call: Any) -> int:
 
 
 def result_axes(spec: DynamicSpec, call: Any, program: Any,
-                trace: Any) -> tuple[tuple[int, ...], ...]:
-    """Per result leaf, the axes that carry the dynamic length: those that change when the
-    function is traced again one longer (only traced: nothing is compiled). A function that
-    cannot be traced at that length gets its axes 0 of the bucket's length."""
+                trace: Any) -> tuple[tuple[tuple[int, int, int], ...], ...]:
+    """Per result leaf, its axes that follow the dynamic length, as (axis, a, b): a * length
+    + b elements. Found by tracing the function again one and two longer (only traced:
+    nothing is compiled): an axis growing by the same a > 0 both times. One growing
+    otherwise cannot be cut back to a call's length: a TraceError. A function that cannot
+    be traced at those lengths gets its axes 0 of the bucket's length."""
     axes = dynamic_leaves(spec, call.paths, call.infos, "")
     bucket = bucket_of(spec, call)
-    infos = list(call.infos)
-    for i, axis in axes.items():
-        info = infos[i]
-        grown = list(info.shape)
-        grown[axis] += 1
-        infos[i] = info._replace(shape=tuple(grown))
-    try:
-        longer = trace(call.__class__(call.leaves, call.paths, call.tree, infos, call.key))
-    except Exception:  # the probe is a guess; see the fallback
-        longer = None
+
+    def traced_longer(extra: int) -> Any:
+        infos = list(call.infos)
+        for i, axis in axes.items():
+            info = infos[i]
+            grown = list(info.shape)
+            grown[axis] += extra
+            infos[i] = info._replace(shape=tuple(grown))
+        try:
+            return trace(call.__class__(call.leaves, call.paths, call.tree, infos, call.key))
+        except Exception:  # the probe is a guess; see the fallback
+            return None
+    probes = [traced_longer(1), traced_longer(2)]
+    _check_combines(program, probes[0])
     found = []
     for k, out in enumerate(program.outputs):
         shape = _result_shape(program, out)
-        if longer is not None and k < len(longer.outputs):
-            other = _result_shape(longer, longer.outputs[k])
-            found.append(tuple(a for a, (x, y) in enumerate(zip(shape, other)) if y == x + 1))
+        if all(p is not None and k < len(p.outputs) for p in probes):
+            s1, s2 = (_result_shape(p, p.outputs[k]) for p in probes)
+            if not len(shape) == len(s1) == len(s2):
+                raise _not_affine(program, k, shape, s1, s2)
+            leaf = []
+            for axis, (x, y, z) in enumerate(zip(shape, s1, s2)):
+                if x == y == z:
+                    continue
+                a = y - x
+                if a <= 0 or z - y != a:
+                    raise _not_affine(program, k, shape, s1, s2)
+                leaf.append((axis, a, x - a * bucket))
+            found.append(tuple(leaf))
         else:
-            found.append((0,) if shape and shape[0] == bucket else ())
+            found.append(((0, 1, 0),) if shape and shape[0] == bucket else ())
     return tuple(found)
+
+
+def _check_combines(program: Any, longer: Any) -> None:
+    """No tg.ops call may combine elements along an axis that follows the dynamic length:
+    the padding would count (a max of zeros, a mean over the bucket)."""
+    if longer is None or len(longer.combines) != len(program.combines):
+        return
+    from .errors import TraceError
+    for (op, where, n), (_, _, m) in zip(program.combines, longer.combines):
+        if n != m:
+            raise TraceError(f"tg.ops.{op} combines {n} elements along an axis that follows "
+                             "the dynamic length (it has the bucket's length, not the "
+                             "call's): the padding would count in the result",
+                             where=where,
+                             fix="combine along other axes only, or write a kernel that "
+                                 "reads tg.length() and skips the padding (docs/api.md)")
+
+
+def _not_affine(program: Any, k: int, *shapes: tuple[int, ...]) -> Exception:
+    from .errors import TraceError
+    return TraceError(f"result {k} of {program.name} has shapes {shapes[0]}, {shapes[1]} and "
+                      f"{shapes[2]} at dynamic lengths L, L + 1 and L + 2: not a * L + b "
+                      "along each axis, so it cannot be cut back to a call's length",
+                      fix="return arrays whose dynamic axes have a * length + b elements "
+                          "(a > 0), or pad them to that")
 
 
 def _result_shape(program: Any, out: Any) -> tuple[int, ...]:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .captured import GlobalRef, holds_arrays, is_device_array
+from .captured import GlobalRef, holds_arrays, is_device_array, unknown_globals
 from .kernels import is_device_function, kernel_py_func
 
 _META_ATTRS = frozenset({"shape", "size", "ndim", "dtype", "strides", "itemsize", "nbytes",
@@ -308,6 +308,8 @@ class _AccessInference:
                 kernel_py_func(fn) not in self.active:
             self._device_call(target, fn, args)
             return
+        if is_device_function(fn):  # f(*args), f(x=...), recursion: not followed
+            self._escape_globals_of(fn, target)
         for a in args:
             self._escape(a)
             # a call may hand back a view of what it was given
@@ -329,7 +331,9 @@ class _AccessInference:
         except Exception:
             for a in args:
                 self._escape(a)
-            self._escape_globals_of(fn)
+                self.alias.setdefault(target, set()).update(
+                    (p, -1) for p, _ in self.alias.get(a.name, ()))
+            self._escape_globals_of(fn, target)
             return
         for k, (a, mode) in enumerate(zip(args, inner.params)):
             ps = self._sources(a)
@@ -348,15 +352,17 @@ class _AccessInference:
                 self.reads.add(key)
             if "w" in mode:
                 self.writes.add(key)
+            # it may hand back a captured array it names (`return G`): stores through
+            # the result are stores to it
+            self.alias.setdefault(target, set()).add((key, -1))
 
-    def _escape_globals_of(self, fn: Any) -> None:
-        """A device function we could not read: every array its namespace holds may be
-        read and written."""
-        func = kernel_py_func(fn)
-        for name, value in getattr(func, "__globals__", {}).items():
-            if name in func.__code__.co_names and holds_arrays(value):
-                key = ("global", id(func), (name,))
-                self.refs.setdefault(key, GlobalRef(weakref.ref(func), (name,)))
-                self.reads.add(key)
-                self.writes.add(key)
+    def _escape_globals_of(self, fn: Any, target: str) -> None:
+        """A device function we could not follow: every array it (or a device function
+        it names) captures may be read, written, and handed back."""
+        for ref, _ in unknown_globals(fn):
+            key = ("global", id(ref.func()), ref.path)
+            self.refs.setdefault(key, ref)
+            self.reads.add(key)
+            self.writes.add(key)
+            self.alias.setdefault(target, set()).add((key, -1))
 

@@ -6,7 +6,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from .kernels import kernel_py_func
+from .kernels import is_device_function, kernel_py_func, referenced_names
 
 
 @dataclass(frozen=True)
@@ -56,17 +56,29 @@ def holds_arrays(value: Any) -> bool:
 
 
 def unknown_globals(kernel: Any) -> tuple[tuple[GlobalRef, str], ...]:
-    """For a kernel whose IR could not be read: every array its code names as a global
-    or closure variable, read and written."""
-    func = kernel_py_func(kernel)
-    code = func.__code__
-    found = [(GlobalRef(weakref.ref(func), (name,)), "rw") for name in code.co_names
-             if holds_arrays(func.__globals__.get(name))]
-    for name, cell in zip(code.co_freevars, func.__closure__ or ()):
-        try:
-            value = cell.cell_contents
-        except ValueError:
-            continue
-        if holds_arrays(value):
-            found.append((GlobalRef(weakref.ref(func), ("<closure>", name)), "rw"))
+    """For a kernel (or device function) whose IR could not be followed: every array its
+    code names as a global or closure variable, and those of the device functions it
+    names, read and written."""
+    found: list[tuple[GlobalRef, str]] = []
+    seen: set[int] = set()
+
+    def visit(fn: Any) -> None:
+        func = kernel_py_func(fn)
+        if id(func) in seen:
+            return
+        seen.add(id(func))
+        code = func.__code__
+        named: list[tuple[tuple[str, ...], Any]] = [
+            ((name,), func.__globals__.get(name)) for name in referenced_names(code)]
+        for name, cell in zip(code.co_freevars, func.__closure__ or ()):
+            try:
+                named.append((("<closure>", name), cell.cell_contents))
+            except ValueError:
+                continue
+        for path, value in named:
+            if holds_arrays(value):
+                found.append((GlobalRef(weakref.ref(func), path), "rw"))
+            elif is_device_function(value):
+                visit(value)
+    visit(kernel)
     return tuple(found)

@@ -67,6 +67,10 @@ class Program:
     # call: ordered conservatively (api.py compiles again if the overlap changes)
     aliased_inputs: frozenset[tuple[int, int]] = frozenset()
     arena_bytes: int = 0  # the planned buffers' arena (passes/memory.py)
+    # (op, user's line, elements) of each tg.ops call that combines elements along an axis
+    # (reductions, softmax, layer_norm, matmul's K): dynamic.py checks none follows the
+    # dynamic length, where padding would count
+    combines: tuple[tuple[str, str, int], ...] = ()
 
     def replace(self, **changes: Any) -> Program:
         fields = {f: getattr(self, f) for f in self.__dataclass_fields__}

@@ -41,6 +41,12 @@ def fail(op: str, what: str, fix: str) -> TraceError:
     return TraceError(f"tg.ops.{op}: {what}", where=user_location(2), fix=fix)
 
 
+def combines(op: str, x: Array, n: int) -> None:
+    """Record that `op` combines n elements of x along an axis (dynamic.py refuses one
+    whose n follows the dynamic length: the padding would count)."""
+    tracer_of(x).combines.append((op, user_location(2), int(n)))
+
+
 def is_scalar(x: Any) -> bool:
     return isinstance(x, (bool, int, float, np.bool_, np.integer, np.floating))
 

@@ -127,6 +127,7 @@ def matmul(a: Any, b: Any, *, out: Any = None) -> Array:
     if za != zb and 1 not in (za, zb):
         raise B.fail("matmul", f"batch sizes {za} and {zb} of shapes {tuple(a.shape)} and "
                      f"{tuple(b.shape)} do not broadcast", "use equal batch sizes, or 1")
+    B.combines("matmul", a, ka)
     z = max(za, zb)
     batch = a.ndim == 3 or b.ndim == 3
     m = a.shape[-2] if a.ndim >= 2 else 1
@@ -182,6 +183,7 @@ def linear(x: Any, w: Any, bias: Any = None, *, activation: str | None = None,
         result = B.require_array("linear", out, "out")
         if B.overlaps(bias, result):
             bias = copy(bias)
+    B.combines("linear", x, x.shape[1])
     if _cublaslt_linear(x, w, bias, activation == "relu", out):
         return out
     result = matmul(x, w, out=out)

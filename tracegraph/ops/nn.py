@@ -133,6 +133,7 @@ def _softmax(op: str, kernel: Any, x: Any, axis: Any, out: Any) -> Array:
     if given and B.overlaps(x, result) and view_of(x) != view_of(result):
         x = copy(x)
     x3, ((m, _), (n, _), (k, _)) = _as_3d(x, axis)
+    B.combines(op, x, n)
     target = result
     folded = (_fold(result, tuple(range(axis))), _fold(result, tuple(range(axis + 1, x.ndim))))
     if folded[0] is None or folded[1] is None:
@@ -172,6 +173,7 @@ def layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5, 
     if x.ndim == 0:
         raise B.fail(op, "needs at least one dimension", "pass an array, not a 0-d value")
     n = x.shape[-1]
+    B.combines(op, x, n)
     params = []
     for p, name in ((weight, "weight"), (bias, "bias")):
         if p is not None:

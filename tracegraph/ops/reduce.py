@@ -159,6 +159,7 @@ def reduce(op: str, kind: str, x: Any, axis: Any, keepdims: bool, out: Any,
         out_shape = tuple(1 if d == axis else n for d, n in enumerate(x.shape)
                           if keepdims or d != axis)
     x3, ((m, _), (n, _), (k, _)) = _as_3d(x, axis)
+    B.combines(op, x, n)
     if n == 0 and kind != "sum":
         raise B.fail(op, f"zero-size reduction of an array of shape {x.shape}: {kind} has no "
                      "identity", "reduce a non-empty axis")

@@ -150,6 +150,15 @@ class CallAnalyzer:
                 raise SignatureError(f"argument {path} is declared a dynamic scalar but is a "
                                      f"{type(leaf).__name__}", where=user_location(6),
                                      fix="pass a number, or take it out of dynamic=")
+            if isinstance(leaf, int) and not isinstance(leaf, bool):
+                # Numba types a Python int by its value: one graph per integer type
+                if -2 ** 63 <= leaf < 2 ** 63:
+                    return ("dynamic scalar", type(leaf), "int64")
+                if 0 <= leaf < 2 ** 64:
+                    return ("dynamic scalar", type(leaf), "uint64")
+                raise SignatureError(f"argument {path} = {leaf} does not fit in 64 bits",
+                                     where=user_location(6),
+                                     fix="pass an integer in [-2**63, 2**64)")
             return ("dynamic scalar", type(leaf))
         return static_key(leaf)
 

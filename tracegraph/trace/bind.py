@@ -72,7 +72,8 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     ops = as_programs(tracer.ops, tuple(tracer.buffers), name)
     return Program(name, ops, tuple(tracer.buffers), tuple(inputs), tree, tuple(outputs),
                    out_tree, op_graph(ops), device_mode,
-                   aliased_inputs(tracer.buffers, inputs, infos))
+                   aliased_inputs(tracer.buffers, inputs, infos),
+                   combines=tuple(tracer.combines))
 
 
 def aliased_inputs(buffers: tuple[Buffer, ...] | list[Buffer], inputs: list[InputLeaf],

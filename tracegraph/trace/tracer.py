@@ -46,6 +46,8 @@ class Tracer:
         self.buffers: list[Buffer] = []
         self.launches = 0  # launches asked for, also those that run nothing (0 elements)
         self.length: Any = None  # what tg.length() gives, in a dynamic function
+        # (op, user's line, elements) of each op combining elements along an axis
+        self.combines: list[tuple[str, str, int]] = []
         self._frames: list[list[Op]] = []  # the enclosing op lists, inside control flow
         self._externals: dict[int, int] = {}  # id(device array) -> buffer
         self._external_refs: list[Any] = []
