@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU pass of about 9 minutes: environment, the cuda-backend tests of the suites that
 # touch the driver, the W3 (cuBLAS / cuBLASLt) and W7 (replay host cost) benchmarks, the
-# dynamic-shape numbers (scripts/measure_dynamic.py) and the decode example's benchmark.
+# dynamic-shape numbers (scripts/measure_dynamic.py), the decode example's benchmark and
+# where a replay's host time goes (scripts/profile_replay.py).
 # Logs and JSON in $OUT.
 set -o pipefail
 source "$(dirname "$0")/_gpu_env.sh"
@@ -22,3 +23,5 @@ timeout ${DYN_TIMEOUT:-70} python3 scripts/measure_dynamic.py "$OUT/dynamic.json
 echo "dynamic rc=$?" >> "$OUT/dynamic.log"
 timeout ${DECODE_TIMEOUT:-70} python3 examples/decode_step.py > "$OUT/decode.log" 2>&1
 echo "decode rc=$?" >> "$OUT/decode.log"
+timeout ${PROFILE_TIMEOUT:-90} python3 scripts/profile_replay.py "$OUT/profile.json" > "$OUT/profile.log" 2>&1
+echo "profile rc=$?" >> "$OUT/profile.log"

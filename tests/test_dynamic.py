@@ -300,3 +300,16 @@ def test_a_dynamic_int_scalar_keeps_its_value_past_int64(backend):
     assert f.cache_info().graphs == 2  # int64 and uint64
     with pytest.raises(tg.SignatureError, match="64 bits"):
         f(np.zeros(1), -2 ** 63 - 1)
+
+
+@pytest.mark.parametrize("place", ["host", "device"])
+def test_a_zero_length_written_dynamic_argument(backend, place):
+    @tg.compile(backend=backend, dynamic={"y": 0}, buckets=(1, 4))
+    def f(y):
+        iscale[1, 4](y, 2.0)
+        return y
+
+    for n in (0, 3, 0):
+        y = np.arange(float(n))
+        y = cuda.to_device(y) if place == "device" else y
+        np.testing.assert_array_equal(host(f(y)), 2.0 * np.arange(float(n)))

@@ -1044,3 +1044,22 @@ def test_enum_kernel_arguments(backend, monkeypatch):
         return a
 
     matches_eager(step, fresh(np.zeros(N, np.int64)), backend, monkeypatch=monkeypatch)
+
+
+def test_replay_mismatch_names_read_only_and_captured_overlap(backend):
+    def step(x):
+        a = cuda.device_array_like(x) if not isinstance(x, np.ndarray) else tg.empty_like(x)
+        read_global[GRID, BLOCK](a)
+        scale[GRID, BLOCK](x, 2.0, a)
+        return a
+
+    f = tg.compile(step, backend=backend)
+    f(np.zeros(N))
+    ro = np.zeros(N)
+    ro.setflags(write=False)
+    with pytest.raises(tg.SignatureError, match="argument x: read-only here"):
+        f.replay(ro)
+    g = tg.compile(step, backend=backend)
+    g(cuda.to_device(np.zeros(N)))
+    with pytest.raises(tg.SignatureError, match="argument x overlaps the device array"):
+        g.replay(GLOBAL)

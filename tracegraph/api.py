@@ -283,6 +283,8 @@ class CompiledFunction:
                                   where=where, fix=f"call {name}(...) once to trace and compile")
         best = min(self._cache.entries.values(), key=lambda e: _distance(e.key, call.key))
         diffs = describe_mismatch(best.program, call, self._calls.positional_names)
+        if best.key == call.key and best.captured:  # same arguments, other captured overlap
+            diffs = [_captured_overlap(best.program, call)]
         known = len(self._cache)
         return SignatureError(f"{name}.replay() got arguments that match none of its {known} "
                               f"compiled signature(s): " + "; ".join(diffs),
@@ -312,6 +314,20 @@ class BoundCompiledFunction:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._fn, name)
+
+
+def _captured_overlap(program: Program, call: Call) -> str:
+    pairs = aliased_inputs(program.buffers, list(program.inputs), call.infos)
+    changed = sorted(pairs ^ program.aliased_inputs)
+    said = []
+    for device_input, captured in changed:
+        arg = next((i.path for i in program.inputs if i.kind == "array"
+                    and i.buffer == device_input), "?")
+        now = (device_input, captured) in pairs
+        said.append(f"argument {arg} {'overlaps' if now else 'no longer overlaps'} the "
+                    f"device array {program.buffers[captured].name} that a kernel captures "
+                    "(a global or closure variable), unlike in the compiled call")
+    return "; ".join(said) or "a device argument overlaps a captured array differently"
 
 
 def _same_objects(args: tuple, leaves: list) -> bool:

@@ -192,6 +192,8 @@ def copy_back(padded: Padded, written: set[int]) -> None:
         axis = padded.axes[i]
         index = (*(slice(None),) * axis, slice(0, padded.n))
         copy = padded.leaves[i]
+        if 0 in original.shape:
+            continue  # nothing to copy (and Numba refuses a 0-length copy's strides)
         if isinstance(original, np.ndarray):
             original[...] = copy[index]
         else:

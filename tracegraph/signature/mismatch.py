@@ -40,6 +40,11 @@ def describe_mismatch(program: Program, call: Any,
             diffs.append(f"argument {path}: expected {want}, got {got}")
         elif info.strides != inp.strides:
             diffs.append(f"argument {path}: expected strides {inp.strides}, got {info.strides}")
+        elif info.readonly != inp.view.readonly:
+            diffs.append(f"argument {path}: " + (
+                "read-only here but writable in the compiled call" if info.readonly else
+                "writable here but read-only in the compiled call") +
+                " (whether an array may be written is part of the signature)")
     if not diffs:
         diffs = _sharing_diffs(expected, call)
     return diffs
