@@ -3,6 +3,7 @@ counters per bucket, and the choice between instantiating a new executable and u
 one whose graph has the same topology (cudaGraphExecUpdate) when the bound is reached."""
 from __future__ import annotations
 
+import functools
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ class Compiled:
     bucket: int = 0
     dynamic_axes: tuple[tuple[tuple[int, int, int], ...], ...] = ()
 
-    @property
+    @functools.cached_property
     def captured(self) -> bool:
         """Does the graph use device arrays captured by address (whose overlap with the
         inputs is part of what was compiled)?"""

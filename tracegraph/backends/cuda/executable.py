@@ -61,6 +61,7 @@ class CudaExecutable:
                            self.replayer.scalar_values or self.table.host_inputs or
                            self.table.constants)
         self.armed: tuple | None = None  # the last call's leaves (weakly), when plain
+        self._default_stream = self.platform.stream(None)
 
     @property
     def gdef(self) -> Any:
@@ -126,7 +127,7 @@ class CudaExecutable:
 
     def _launch(self, stream: Any) -> Any:
         """Launch the graph on the caller's stream (the default one for None); returns it."""
-        s = self.platform.stream(stream)
+        s = self._default_stream if stream is None else self.platform.stream(stream)
         # several graphs of one function share its arena: order them on the GPU
         shared = self.memory.arena_allocation is not None and self.memory.arena.users > 1
         if shared:

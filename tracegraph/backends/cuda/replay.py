@@ -40,6 +40,7 @@ class Replayer:
             for node, pos, offset in places:
                 self.slots.setdefault(buffer, {}).setdefault(node, []).append((pos, offset))
         self.built: BuiltGraph = None  # type: ignore[assignment]  # attach() sets it
+        self._returns_none = not plan.outputs and pytree.unflatten(plan.output_tree, []) is None
         self.scalar_values: dict[int, Any] = {}  # dynamic scalar leaf -> value the graph holds
 
     def attach(self, built: BuiltGraph) -> None:
@@ -145,6 +146,8 @@ class Replayer:
         single = self.table.single_output
         if single is not None:
             return self._output(single, leaves)
+        if self._returns_none:
+            return None
         return pytree.unflatten(self.plan.output_tree,
                                 [self._output(o, leaves) for o in self.plan.outputs])
 
