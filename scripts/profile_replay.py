@@ -92,7 +92,6 @@ def launches(results: dict) -> None:
 def w3(results: dict, batch: int = 1, width: int = 256) -> None:
     """The cuBLASLt MLP: nodes, and GPU time per step (CUDA events around 200 launches)."""
     from benchmarks import w3_mlp
-    from cuda.core import Device, GraphBuilder  # noqa: F401
 
     os.environ["TRACEGRAPH_MATMUL"] = "cublas"
     x, ws, bs = w3_mlp.params(width, batch)
@@ -166,9 +165,29 @@ def w3(results: dict, batch: int = 1, width: int = 256) -> None:
         results["w3_profile_error"] = repr(exc)
 
 
+def first_replay(results: dict, n: int = 100) -> None:
+    """The first replays after a compile against later ones (the executable is uploaded at
+    instantiate): a 100-kernel chain, one sync per call."""
+    def body(x):
+        for _ in range(n):
+            axpb[4, 256](x, 1.0001, 0.5)
+    f = tg.compile(body)
+    x = cuda.to_device(np.ones(1024, np.float32))
+    times = []
+    for _ in range(60):
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        f(x)
+        cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e6)
+    results["first_replay_us"] = {"first call (compile + launch)": times[0],
+                                  "first replay": times[1], "second replay": times[2],
+                                  "median of replays 10-59": statistics.median(times[10:])}
+
+
 def main() -> None:
     results: dict = {}
-    for part in (launches, w3):
+    for part in (launches, first_replay, w3):
         try:
             part(results)
         except Exception as exc:  # noqa: BLE001 - one part failing keeps the others

@@ -508,3 +508,44 @@ def test_a_direct_replay_raises_a_failed_callback(backend, fixed_device_arrays):
         cuda.synchronize()
         step(x)
     assert len(calls) == 2
+
+
+@pytest.mark.fake_platform
+def test_each_instantiated_or_updated_executable_is_uploaded():
+    fake = _fake()
+    before = fake.counts.get("upload", 0)
+    f = diamond("cuda")
+    x = cuda.to_device(np.ones(N))
+    f(x, x)
+    assert fake.counts["upload"] == before + 1
+    g = tg.compile(lambda x: (axpb[1, N](x, 2.0, 1.0), x)[1], backend="cuda",
+                   dynamic={"x": 0}, buckets=(N // 2, N), max_graphs=1)
+    g(cuda.to_device(np.ones(N)))
+    g(cuda.to_device(np.ones(N // 2)))  # the same topology: updated in place, uploaded
+    assert g.cache_info().updates == 1
+    assert fake.counts["upload"] == before + 3
+
+
+def test_an_armed_function_called_inside_another_trace_joins_it(backend,
+                                                                 fixed_device_arrays):
+    @tg.compile(backend=backend)
+    def inner(w):
+        axpb[2, 32](w, 1.0, 1.0)
+
+    w = cuda.to_device(np.zeros(N))
+    inner(w)
+    inner(w)  # armed on w
+
+    @tg.compile(backend=backend)
+    def outer(x):
+        inner(w)  # traced into outer: nothing may run while tracing
+        axpb[2, 32](x, 1.0, 1.0)
+        return x
+
+    x = cuda.to_device(np.zeros(N))
+    outer(x)
+    np.testing.assert_array_equal(to_host(w), 3)
+    outer(x)
+    np.testing.assert_array_equal(to_host(w), 4)
+    assert [op.name for op in outer.latest.program.ops if op.kind == "kernel"] == \
+        ["axpb", "axpb"]

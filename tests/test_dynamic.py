@@ -245,7 +245,7 @@ def test_a_result_not_affine_in_the_length_is_refused(backend):
         scale[1, 8](x, 1.0, out[:x.shape[0]])
         return out
 
-    with pytest.raises(tg.TraceError, match="a \\* L \\+ b"):
+    with pytest.raises(tg.TraceError, match="not a \\* L \\+ b"):
         f(np.ones(5))
 
 

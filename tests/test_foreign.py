@@ -426,6 +426,18 @@ def test_linear_equals_numpy(backend, monkeypatch, engine, case):
                      ["cublas_gemm"] if engine == "cublas" else [])
 
 
+def test_linear_promotes_to_the_bias_dtype_as_numpy():
+    @tg.compile(backend="sim")
+    def f(x, w, b):
+        return tg.ops.linear(x, w, b, activation="relu")
+
+    x, w = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    b = np.full(4, 1e-9)
+    got = f(x, w, b)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, x @ w + b)
+
+
 def test_linear_refuses_what_it_cannot_do():
     @tg.compile(backend="sim")
     def f(x, w, b, act):
@@ -438,6 +450,14 @@ def test_linear_refuses_what_it_cannot_do():
         f(x, w, np.ones(3, np.float32), None)
     with pytest.raises(tg.TraceError, match="aligned"):
         f(x, np.ones((4, 4), np.float32), np.ones(4, np.float32), None)
+
+    @tg.compile(backend="sim")
+    def g(x, w):
+        out = tg.empty((2, 5), np.float32)
+        return tg.ops.linear(x, w, out=out)
+
+    with pytest.raises(tg.TraceError, match="linear: out has shape"):
+        g(x, w)
 
 
 def test_matmul_kernel_engine_records_no_library_node(backend, monkeypatch):

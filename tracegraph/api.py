@@ -88,9 +88,10 @@ class CompiledFunction:
         """Run: trace, compile and launch on the first call of a signature, else replay.
         Inside another compiled function's trace, its launches join that trace."""
         hot = self._hot
-        if hot is not None and stream is None and not kwargs:
+        if hot is not None and stream is None and not kwargs and \
+                _numba.current_tracer() is None:  # inside a trace: its launches join it
             result = hot.replay_same(args)
-            if result is not MISS and _numba.current_tracer() is None:
+            if result is not MISS:
                 self._hits[0] = self._hits.get(0, 0) + 1
                 return result
         if _numba.current_tracer() is not None:
@@ -102,9 +103,10 @@ class CompiledFunction:
         """Replay an already compiled signature; never traces (inside another compiled
         function's trace, its launches join that trace)."""
         hot = self._hot
-        if hot is not None and stream is None and not kwargs:
+        if hot is not None and stream is None and not kwargs and \
+                _numba.current_tracer() is None:  # inside a trace: its launches join it
             result = hot.replay_same(args)
-            if result is not MISS and _numba.current_tracer() is None:
+            if result is not MISS:
                 self._hits[0] = self._hits.get(0, 0) + 1
                 return result
         if _numba.current_tracer() is not None:

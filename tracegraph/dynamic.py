@@ -211,68 +211,88 @@ def bucket_of(spec: DynamicSpec, call: Any) -> int:
 def result_axes(spec: DynamicSpec, call: Any, program: Any,
                 trace: Any) -> tuple[tuple[tuple[int, int, int], ...], ...]:
     """Per result leaf, its axes that follow the dynamic length, as (axis, a, b): a * length
-    + b elements. Found by tracing the function again one and two longer (only traced:
-    nothing is compiled): an axis growing by the same a > 0 both times. One growing
-    otherwise cannot be cut back to a call's length: a TraceError. A function that cannot
-    be traced at those lengths gets its axes 0 of the bucket's length."""
+    + b elements. Found by tracing the function again at two other lengths (L + 1 and
+    L + 2, or 2 L and 3 L where those cannot be traced; only traced, nothing is compiled):
+    an axis growing in proportion, by a > 0 per unit of length. One growing otherwise
+    cannot be cut back to a call's length: a TraceError. So is a function that traces at
+    neither pair of lengths: what follows the length could not be found."""
     axes = dynamic_leaves(spec, call.paths, call.infos, "")
     bucket = bucket_of(spec, call)
 
-    def traced_longer(extra: int) -> Any:
+    def traced_at(length: int) -> Any:
         infos = list(call.infos)
         for i, axis in axes.items():
             info = infos[i]
             grown = list(info.shape)
-            grown[axis] += extra
+            grown[axis] = length
             infos[i] = info._replace(shape=tuple(grown))
+        return trace(call.__class__(call.leaves, call.paths, call.tree, infos, call.key))
+
+    failure: Exception | None = None
+    for lengths in ((bucket + 1, bucket + 2), (2 * bucket, 3 * bucket)):
         try:
-            return trace(call.__class__(call.leaves, call.paths, call.tree, infos, call.key))
-        except Exception:  # the probe is a guess; see the fallback
-            return None
-    probes = [traced_longer(1), traced_longer(2)]
+            probes = [traced_at(n) for n in lengths]
+            break
+        except Exception as exc:  # try the other lengths, then say why
+            failure = failure or exc
+    else:
+        raise TraceError(f"{program.name} traces at its bucket's length {bucket} but not at "
+                         f"{bucket + 1} (nor at {2 * bucket}): {type(failure).__name__}: "
+                         f"{failure}. tracegraph traces a dynamic function at other lengths "
+                         "to find which results and reductions follow the length",
+                         fix="make the traced function work for any length along its "
+                             "dynamic axes (kernels may assume nothing of it but what "
+                             "tg.length() says)") from failure
     _check_combines(program, probes[0])
+    steps = [n - bucket for n in lengths]
     found = []
     for k, out in enumerate(program.outputs):
         shape = _result_shape(program, out)
-        if all(p is not None and k < len(p.outputs) for p in probes):
-            s1, s2 = (_result_shape(p, p.outputs[k]) for p in probes)
-            if not len(shape) == len(s1) == len(s2):
+        if not all(k < len(p.outputs) for p in probes):
+            raise _not_affine(program, k, shape, (), ())
+        s1, s2 = (_result_shape(p, p.outputs[k]) for p in probes)
+        if not len(shape) == len(s1) == len(s2):
+            raise _not_affine(program, k, shape, s1, s2)
+        leaf = []
+        for axis, (x, y, z) in enumerate(zip(shape, s1, s2)):
+            if x == y == z:
+                continue
+            a, rest = divmod(y - x, steps[0])
+            if a <= 0 or rest or z - x != a * steps[1]:
                 raise _not_affine(program, k, shape, s1, s2)
-            leaf = []
-            for axis, (x, y, z) in enumerate(zip(shape, s1, s2)):
-                if x == y == z:
-                    continue
-                a = y - x
-                if a <= 0 or z - y != a:
-                    raise _not_affine(program, k, shape, s1, s2)
-                leaf.append((axis, a, x - a * bucket))
-            found.append(tuple(leaf))
-        else:
-            found.append(((0, 1, 0),) if shape and shape[0] == bucket else ())
+            leaf.append((axis, a, x - a * bucket))
+        found.append(tuple(leaf))
     return tuple(found)
 
 
 def _check_combines(program: Any, longer: Any) -> None:
     """No tg.ops call may combine elements along an axis that follows the dynamic length:
-    the padding would count (a max of zeros, a mean over the bucket)."""
-    if longer is None or len(longer.combines) != len(program.combines):
-        return
-    from .errors import TraceError
-    for (op, where, n), (_, _, m) in zip(program.combines, longer.combines):
+    the padding would count (a max of zeros, a mean over the bucket). Each call site (op
+    and line) must combine the same lengths at both lengths of the trace; one that runs
+    at one length only depends on it too."""
+    def sites(p: Any) -> dict[tuple[str, str], set[int]]:
+        found: dict[tuple[str, str], set[int]] = {}
+        for op, where, n in p.combines:
+            found.setdefault((op, where), set()).add(n)
+        return found
+    mine, theirs = sites(program), sites(longer)
+    for (op, where) in sorted(set(mine) | set(theirs)):
+        n, m = mine.get((op, where)), theirs.get((op, where))
         if n != m:
-            raise TraceError(f"tg.ops.{op} combines {n} elements along an axis that follows "
-                             "the dynamic length (it has the bucket's length, not the "
-                             "call's): the padding would count in the result",
+            said = (f"{max(n)} elements" if n else "elements only at other lengths")
+            raise TraceError(f"tg.ops.{op} combines {said} along an axis that follows the "
+                             "dynamic length (it has the bucket's length, not the call's): "
+                             "the padding would count in the result",
                              where=where,
                              fix="combine along other axes only, or write a kernel that "
-                                 "reads tg.length() and skips the padding (docs/api.md)")
+                                 "reads tg.length() and skips the padding "
+                                 "(docs/dynamic-shapes.md)")
 
 
 def _not_affine(program: Any, k: int, *shapes: tuple[int, ...]) -> Exception:
-    from .errors import TraceError
     return TraceError(f"result {k} of {program.name} has shapes {shapes[0]}, {shapes[1]} and "
-                      f"{shapes[2]} at dynamic lengths L, L + 1 and L + 2: not a * L + b "
-                      "along each axis, so it cannot be cut back to a call's length",
+                      f"{shapes[2]} at three dynamic lengths: not a * L + b along each "
+                      "axis, so it cannot be cut back to a call's length",
                       fix="return arrays whose dynamic axes have a * length + b elements "
                           "(a > 0), or pad them to that")
 

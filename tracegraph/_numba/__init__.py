@@ -28,6 +28,7 @@ from .devicearrays import (
     is_simulated_device_array_type,
     simulated_device_array_host,
     to_device,
+    view_at,
 )
 from .hooks import current_tracer, in_host_callback, install_hooks, set_tracer
 from .kernels import (
@@ -115,4 +116,5 @@ __all__ = [
     "unflatten_params",
     "unknown_globals",
     "uses_grid_sync",
+    "view_at",
 ]

@@ -2,6 +2,7 @@
 them by address, so they are memory the kernel can touch like its parameters."""
 from __future__ import annotations
 
+import types
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +56,14 @@ def holds_arrays(value: Any) -> bool:
     return type(value) is tuple and any(holds_arrays(v) for v in value)
 
 
+def _attributes(value: Any) -> dict | None:
+    """The attributes of a module, class or plain object (not of a function or array)."""
+    if isinstance(value, (types.ModuleType, type)) or not callable(value):
+        attrs = getattr(value, "__dict__", None)
+        return attrs if isinstance(attrs, dict) else None
+    return None
+
+
 def unknown_globals(kernel: Any) -> tuple[tuple[GlobalRef, str], ...]:
     """For a kernel (or device function) whose IR could not be followed: every array its
     code names as a global or closure variable, and those of the device functions it
@@ -68,14 +77,25 @@ def unknown_globals(kernel: Any) -> tuple[tuple[GlobalRef, str], ...]:
             return
         seen.add(id(func))
         code = func.__code__
+        names = referenced_names(code)
         named: list[tuple[tuple[str, ...], Any]] = [
-            ((name,), func.__globals__.get(name)) for name in referenced_names(code)]
+            ((name,), func.__globals__.get(name)) for name in names]
         for name, cell in zip(code.co_freevars, func.__closure__ or ()):
             try:
                 named.append((("<closure>", name), cell.cell_contents))
             except ValueError:
                 continue
+        # `module.G` or `obj.G`: the attributes the code names, of what it names (two
+        # levels: `pkg.mod.G`)
+        for _ in range(2):
+            named += [((*path, attr), attrs[attr]) for path, value in named
+                      if isinstance(attrs := _attributes(value), dict)
+                      for attr in names if attr in attrs]
+        seen_paths: set[tuple[str, ...]] = set()
         for path, value in named:
+            if path in seen_paths:
+                continue
+            seen_paths.add(path)
             if holds_arrays(value):
                 found.append((GlobalRef(weakref.ref(func), path), "rw"))
             elif is_device_function(value):

@@ -44,6 +44,37 @@ def device_view(owner: Any, offset: int, shape: tuple[int, ...], strides: tuple[
     return DeviceNDArray(shape, strides, dtype, gpu_data=owner.gpu_data.view(offset))
 
 
+class _HostWindow:
+    """NumPy's array interface over memory `owner` holds (the array made from it keeps
+    this object, so `owner`, alive)."""
+
+    def __init__(self, owner: Any, address: int, shape: tuple, strides: tuple,
+                 dtype: np.dtype, readonly: bool):
+        self.owner = owner
+        self.__array_interface__ = {"data": (address, readonly), "shape": tuple(shape),
+                                    "strides": tuple(strides), "typestr": dtype.str,
+                                    "descr": dtype.descr, "version": 3}
+
+
+def view_at(owner: Any, address: int, shape: tuple[int, ...], strides: tuple[int, ...],
+            dtype: np.dtype, readonly: bool = False) -> Any:
+    """An array of owner's kind (NumPy, or a device array) over `address`, in owner's
+    memory, keeping owner alive: a view the caller's array shares memory with."""
+    from .kernels import SIMULATOR
+    dtype = np.dtype(dtype)
+    if isinstance(owner, np.ndarray):
+        return np.asarray(_HostWindow(owner, address, shape, strides, dtype, readonly))
+    if SIMULATOR:  # a simulated device array's memory is a NumPy array's
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+        host = np.asarray(_HostWindow(owner, address, shape, strides, dtype, readonly))
+        return FakeCUDAArray(host)
+    desc = {"shape": tuple(shape), "strides": tuple(strides), "typestr": dtype.str,
+            "data": (address, readonly), "version": 3}
+    if dtype.names:
+        desc["descr"] = dtype.descr
+    return cuda.from_cuda_array_interface(desc, owner=owner, sync=False)
+
+
 def allocation_refs(owner: Any) -> int:
     """How many Numba device arrays (views included) currently hold `owner`'s allocation.
 

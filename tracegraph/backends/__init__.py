@@ -22,6 +22,17 @@ class Executable(Protocol):
     def run(self, leaves: list[Any], infos: list[Any], stream: Any = None) -> Any: ...
 
 
+def argument_view(leaf: Any, out: Any) -> Any:
+    """An INPUT_VIEW result: the view of the caller's array `leaf` that it stands for (its
+    element 0 `out.value` bytes from leaf's), sharing the caller's memory as in eager."""
+    from ..signature import describe
+    info = describe(leaf)
+    assert info is not None, "an input view's argument is an array"
+    v = out.view
+    return _numba.view_at(leaf, info.ptr + out.value, v.shape, v.strides, v.dtype,
+                          info.readonly)
+
+
 def gpu_usable() -> bool:
     """A GPU that Numba can use, and Numba not in simulator mode."""
     if _numba.SIMULATOR:

@@ -293,6 +293,9 @@ class SimExecutable:
             return out.value
         if out.kind == "input":
             return leaves[out.input_index]
+        if out.kind == "input view":
+            from . import argument_view
+            return argument_view(leaves[out.input_index], out)
         host = _ndarray(out.view, mem).copy()
         return host if out.kind == "host" else _numba.to_device(host)
 

@@ -41,6 +41,7 @@ class InputKind(_Named):
 
 class OutputKind(_Named):
     INPUT = "input"     # an argument handed back: the caller's own object
+    INPUT_VIEW = "input view"  # a view of an argument: a view of the caller's own array
     HOST = "host"       # a NumPy result: a view of pinned memory
     DEVICE = "device"   # a device result: a view of graph memory
     STATIC = "static"   # a Python value the function returned

@@ -179,16 +179,22 @@ def linear(x: Any, w: Any, bias: Any = None, *, activation: str | None = None,
     if x.shape[1] != w.shape[0]:  # matmul would say so too, naming matmul
         raise B.fail("linear", f"x {tuple(x.shape)} and w {tuple(w.shape)} are not aligned",
                      "x.shape[1] must equal w.shape[0]")
-    if out is not None and bias is not None:
-        result = B.require_array("linear", out, "out")
-        if B.overlaps(bias, result):
+    dtype = np.result_type(x.dtype, w.dtype, *(() if bias is None else (bias.dtype,)))
+    if out is not None:
+        given = B.require_array("linear", out, "out")
+        if tuple(given.shape) != (x.shape[0], w.shape[1]):
+            raise B.fail("linear", f"out has shape {tuple(given.shape)}, not the "
+                         f"{(x.shape[0], w.shape[1])} of x @ w", "pass out of that shape")
+        if bias is not None and B.overlaps(bias, given):
             bias = copy(bias)
     B.combines("linear", x, x.shape[1])
     if _cublaslt_linear(x, w, bias, activation == "relu", out):
         return out
     result = matmul(x, w, out=out)
     if bias is not None:
-        add(result, bias, out=result)
+        # a bias of a wider dtype widens a new result, as NumPy's x @ w + b
+        result = add(result, bias, out=result if out is not None or result.dtype == dtype
+                     else None)
     if activation == "relu":
         relu(result, out=result)
     return result

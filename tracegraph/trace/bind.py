@@ -161,6 +161,10 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
             by_view.setdefault(inp.view, inp.index)
     outputs: list[OutputLeaf] = []
     in_bodies = body_buffers(tracer.ops)
+    # a view of an argument's memory comes back as a view of the caller's array (as
+    # eager), except where a dynamic call's argument may be a padded copy of it
+    holder = {} if tracer.length is not None else {
+        inp.view.buffer: inp for inp in reversed(inputs) if inp.kind == "array"}
     for leaf, path in zip(leaves, paths):
         if isinstance(leaf, Array):
             view = tracer.view_of(leaf)
@@ -169,6 +173,11 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
                 outputs.append(OutputLeaf(OutputKind.INPUT, input_index=index))
                 continue
             buffer = tracer.buffers[view.buffer]
+            held = holder.get(view.buffer)
+            if held is not None and buffer.kind in (DEVICE_INPUT, HOST_INPUT):
+                outputs.append(OutputLeaf(OutputKind.INPUT_VIEW, input_index=held.index,
+                                          view=view, value=view.offset - held.view.offset))
+                continue
             # a result handed out as it is: not one a body touches (the graph moves held
             # results to other memory by re-pointing, outside bodies only)
             if device_mode and buffer.kind in (TEMP, EXTERNAL) and view.buffer not in in_bodies:

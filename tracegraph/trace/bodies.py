@@ -25,13 +25,15 @@ from ..ir import (
 )
 
 
-def body_buffers(ops: list[Op] | tuple[Op, ...]) -> set[int]:
-    """Buffers a node the graph never re-points touches: a library call's, and those of
-    the ops inside a body (at any depth), with a loop's flag and counter, which a helper
-    node at the end of the body reads and writes."""
+def body_buffers(ops: list[Op] | tuple[Op, ...], libraries: bool = True) -> set[int]:
+    """Buffers a node the graph never re-points touches: a library call's (with
+    `libraries`: the cuda backend captures it again when a device input moves, but a held
+    result is moved by re-pointing alone), and those of the ops inside a body (at any
+    depth), with a loop's flag and counter, which a helper node at the end of the body
+    reads and writes."""
     found: set[int] = set()
     for op in ops:
-        if op.kind == OpKind.LIBRARY:
+        if op.kind == OpKind.LIBRARY and libraries:
             found.update(a.buffer for a in op.accesses)
         if op.kind == OpKind.CONDITIONAL:
             c = op.conditional
@@ -47,8 +49,9 @@ def body_buffers(ops: list[Op] | tuple[Op, ...]) -> set[int]:
 
 def shadow_inputs(tracer: Any, ops: list[Op]) -> list[Op]:
     """Device input buffers used inside bodies get a graph-owned shadow: a copy in before
-    each construct that uses them, a copy back after it if it writes them."""
-    used = {b for b in body_buffers(ops)
+    each construct that uses them, a copy back after it if it writes them. (A top-level
+    library call uses the caller's arrays themselves: it is captured again on a move.)"""
+    used = {b for b in body_buffers(ops, libraries=False)
             if tracer.buffers[b].kind == BufferKind.DEVICE_INPUT}
     if not used:
         return ops
@@ -70,7 +73,7 @@ def shadow_inputs(tracer: Any, ops: list[Op]) -> list[Op]:
     return out
 
 
-_FIXED = (OpKind.CONDITIONAL, OpKind.LIBRARY)  # ops whose nodes are never re-pointed
+_FIXED = (OpKind.CONDITIONAL,)  # ops whose nodes are never re-pointed
 
 
 def _copy(dst: int, src: int, nbytes: int, where: str) -> Op:

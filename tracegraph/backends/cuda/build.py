@@ -33,6 +33,7 @@ class BuiltGraph:
     args: dict[int, list] = field(default_factory=dict)      # kernel node -> parameters
     launch: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # -> (config, kernel)
     copies: dict[int, list] = field(default_factory=dict)    # memcpy node -> [dst, src, n]
+    captures: dict[int, Any] = field(default_factory=dict)   # library node -> its capture
     events: list = field(default_factory=list)  # placeholders kept alive with the graph
     graph: Any = None
 
@@ -88,6 +89,16 @@ class GraphBuilder:
         except Exception as exc:
             raise CudaError(f"instantiating the graph of {self.plan.name} failed: {exc}",
                             error_name=error_name(exc), call="cuGraphInstantiate") from exc
+        self.upload(built)
+
+    def upload(self, built: BuiltGraph) -> None:
+        """Put the executable on the device now (cuGraphUpload), so the first replay does
+        not pay for it."""
+        try:
+            built.graph.upload(self.platform.stream(None))
+        except Exception as exc:
+            raise CudaError(f"uploading the graph of {self.plan.name} failed: {exc}",
+                            error_name=error_name(exc), call="cuGraphUpload") from exc
 
     # -- addresses ----------------------------------------------------------------
     def target(self, buffer: int) -> int:
@@ -147,17 +158,29 @@ class GraphBuilder:
         return g
 
     def _library(self, built: BuiltGraph, node: PlanNode, parent: Any, has_deps: bool) -> Any:
-        """The call captured into a child graph over the buffers' addresses now (which
-        never move: trace/bodies.py gave moved-able inputs a graph-owned shadow)."""
-        call = node.op.library
-        written = {a.buffer for a in node.op.accesses if a.writes}
-        args = [(self.target(a.buffer) + a.offset, a, a.buffer in written)
-                if isinstance(a, View) else a for a in call.args]
-        child = self.platform.capture_library(node, args)
+        """The call captured into a child graph over the buffers' addresses now; a caller's
+        device array that moves later is followed by capturing it again (recapture)."""
+        child = self.platform.capture_library(node, self._library_args(node))
         if child is None:  # no work (a one-rank collective): a placeholder keeps the edges
             return parent.join() if has_deps else built.gdef.empty()
-        built.events.append(child)  # the capture's objects live as long as the graph
+        built.captures[node.index] = child  # its objects live as long as the graph uses it
         return parent.embed(child.graph_definition)
+
+    def _library_args(self, node: PlanNode) -> list:
+        call = node.op.library
+        written = {a.buffer for a in node.op.accesses if a.writes}
+        return [(self.target(a.buffer) + a.offset, a, a.buffer in written)
+                if isinstance(a, View) else a for a in call.args]
+
+    def recapture(self, built: BuiltGraph, node: PlanNode) -> None:
+        """A library node over the buffers' addresses now (an input moved): captured again
+        (no warm-up: it ran at build) and set into the executable in place."""
+        if node.index not in built.captures:
+            return  # it captured nothing: there is nothing to point
+        child = self.platform.capture_library(node, self._library_args(node), warm=False)
+        self.platform.set_child_graph(built.graph, built.nodes[node.index],
+                                      child.graph_definition)
+        built.captures[node.index] = child
 
     def _check_co_resident(self, node: PlanNode) -> None:
         """A cooperative grid must fit on the device at once, or the launch fails."""

@@ -41,7 +41,8 @@ class CudaExecutable:
         self.memory = GraphMemory(plan, self.table, self.platform, first_call, arena)
         self.watch = watched_inputs(plan, self.memory.base, config.moved_inputs_mode())
         self.builder = GraphBuilder(plan, self.memory, self.watch, self.platform, self._guarded)
-        self.replayer = Replayer(plan, self.table, self.memory, self.platform, self.watch)
+        self.replayer = Replayer(plan, self.table, self.memory, self.platform, self.watch,
+                                 self.builder.recapture)
         self.updated = False  # instantiated, or updated another's executable in place
         self.built = self.builder.build(instantiate=take_over is None)
         if take_over is not None:
@@ -154,6 +155,7 @@ class CudaExecutable:
                 other.built.graph = None  # ours now: `other` must not close it
                 other.armed = None
             self.built.graph = graph
+            self.builder.upload(self.built)
             self.updated = True
         except Exception as exc:  # the driver's reason, logged
             log.info("%s: updating an executable in place failed (%s); instantiating",

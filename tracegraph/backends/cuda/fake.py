@@ -130,7 +130,7 @@ class FakePlatform:
     def priority_options(self) -> Any:
         return "use_node_priority"
 
-    def capture_library(self, node: Any, args: list) -> Any:
+    def capture_library(self, node: Any, args: list, warm: bool = True) -> Any:  # noqa: ARG002
         """The call as a one-node child graph that runs its sim= function on the memory at
         the addresses it was given."""
         fn = sim_function(node.op)
@@ -142,6 +142,12 @@ class FakePlatform:
             call_sim(fn, node.name, node.location, arrays)
         gdef._child("library", {"run": run})
         return _FakeCaptured(gdef)
+
+    def set_child_graph(self, graph: Any, node: Any, gdef: Any) -> None:
+        """cuGraphExecChildGraphNodeSetParams: the executable's child node runs gdef."""
+        from .fake_graph import FakeGraph
+        self.counts["set_child_graph"] += 1
+        graph.params[node.handle]["child"] = FakeGraph(self, gdef)
 
     def cooperative_grid_limit(self, kernel: Any, argtypes: tuple, block: tuple,  # noqa: ARG002
                                sharedmem: int) -> int:  # noqa: ARG002

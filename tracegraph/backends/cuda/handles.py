@@ -212,3 +212,11 @@ def end_invalid_capture(stream: Any) -> None:
     """End a capture a failed call invalidated (cuda.core refuses to end it)."""
     from cuda.bindings import driver
     driver.cuStreamEndCapture(stream.handle)
+
+
+def set_child_graph(graph: Any, node: Any, gdef: Any) -> None:
+    """An executable's child-graph node runs `gdef` from now on (same topology: a library
+    call captured again over moved arrays)."""
+    from cuda.bindings import driver
+    (err,) = driver.cuGraphExecChildGraphNodeSetParams(graph.handle, node.handle, gdef.handle)
+    _check(err, "cuGraphExecChildGraphNodeSetParams")

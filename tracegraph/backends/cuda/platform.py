@@ -50,7 +50,8 @@ class Platform(Protocol):
     def set_access_policy(self, node: Any, address: int, nbytes: int,
                           hit_ratio: float) -> None: ...
     def priority_options(self) -> Any: ...
-    def capture_library(self, node: Any, args: list) -> Any: ...
+    def capture_library(self, node: Any, args: list, warm: bool = True) -> Any: ...
+    def set_child_graph(self, graph: Any, node: Any, gdef: Any) -> None: ...
     def dot(self, gdef: Any) -> str: ...
     def condition_helper(self, name: str) -> Any: ...
     def read_bytes(self, address: int, nbytes: int) -> np.ndarray: ...
@@ -175,16 +176,16 @@ class CudaPlatform:
         from cuda.core.graph import GraphCompleteOptions
         return GraphCompleteOptions(use_node_priority=True)
 
-    def capture_library(self, node: Any, args: list) -> Any:
+    def capture_library(self, node: Any, args: list, warm: bool = True) -> Any:
         """The call's work as a child graph (None: it rightly enqueued nothing): run once
         on scratch arrays of the same shapes (handles, algorithm choice and workspaces
-        happen outside the capture), then captured on a cuda.core GraphBuilder's stream
-        over the real addresses."""
+        happen outside the capture; not when `warm` is False, a capture again), then
+        captured on a cuda.core GraphBuilder's stream over the real addresses."""
         from ...errors import LoweringError
         call = node.op.library
-        scratch = [self.alloc_device(_span(a[1])) if isinstance(a, tuple) else None
+        scratch = [self.alloc_device(_span(a[1])) if isinstance(a, tuple) and warm else None
                    for a in args]
-        warm = [_numba.device_array_at(self.address(s) + _lowest(a[1]), a[1].shape,
+        warmup = [_numba.device_array_at(self.address(s) + _lowest(a[1]), a[1].shape,
                                        a[1].strides, a[1].dtype) if s is not None else a
                 for a, s in zip(args, scratch)]
         real = [_numba.device_array_at(a[0], a[1].shape, a[1].strides, a[1].dtype)
@@ -199,8 +200,9 @@ class CudaPlatform:
                                      "synchronizing, copying to the host or allocating while "
                                      "it runs (give libraries a fixed workspace)")
         try:
-            call.fn(builder.stream, *warm)
-            builder.stream.sync()
+            if warm:
+                call.fn(builder.stream, *warmup)
+                builder.stream.sync()
         except Exception as exc:
             raise refuse(f"its uncaptured warm-up call raised {type(exc).__name__}: {exc}") from exc
         builder.begin_building()
@@ -223,6 +225,9 @@ class CudaPlatform:
             raise refuse("it enqueued nothing on the stream it was given (work on another "
                          "stream would run once now, not in the graph)")
         return _Captured(builder, builder.graph_definition, scratch)
+
+    def set_child_graph(self, graph: Any, node: Any, gdef: Any) -> None:
+        handles.set_child_graph(graph, node, gdef)
 
     def condition_helper(self, name: str) -> Any:
         """A kernel setting a conditional node's condition (CONDITION_SOURCE)."""

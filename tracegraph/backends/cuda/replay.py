@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 
 from ... import pytree
-from ...errors import CudaError
+from ...errors import CudaError, LoweringError
 from ...ir import OpKind, OutputKind
 from ...plan import HostInput, Plan, ReplayTable
+from .. import argument_view
 from ..sim import host_constant_bytes
 from .build import BuiltGraph, label
 from .memory import GraphMemory
@@ -26,9 +27,16 @@ log = logging.getLogger("tracegraph.backends.cuda")
 
 class Replayer:
     def __init__(self, plan: Plan, table: ReplayTable, memory: GraphMemory, platform: Any,
-                 watch: dict[int, WatchedInput]):
+                 watch: dict[int, WatchedInput], recapture: Any = None):
         self.plan, self.table, self.memory, self.platform = plan, table, memory, platform
         self.watch = watch
+        # buffer -> the (top-level) library nodes using it, captured again when it moves
+        self.recapture = recapture
+        self.library_users: dict[int, list[int]] = {}
+        for n in plan.nodes:
+            if n.kind == OpKind.LIBRARY:
+                for b in sorted({a.buffer for a in n.op.accesses}):
+                    self.library_users.setdefault(b, []).append(n.index)
         self.device_inputs = [(d.leaf, d.buffer, d.offset) for d in table.device_inputs
                               if d.buffer not in watch]
         self.watched = [(d.leaf, d.buffer, d.offset, watch[d.buffer])
@@ -156,6 +164,8 @@ class Replayer:
             return out.value
         if out.kind == OutputKind.INPUT:
             return leaves[out.input_index]
+        if out.kind == OutputKind.INPUT_VIEW:
+            return argument_view(leaves[out.input_index], out)
         return self.memory.result(out.view, host=out.kind == OutputKind.HOST)
 
     # -- re-pointing ------------------------------------------------------------------
@@ -163,6 +173,17 @@ class Replayer:
         self.memory.base[buffer] = base
         for node, slots in self.slots.get(buffer, {}).items():
             self._patch(node, buffer, base, slots)
+        for index in self.library_users.get(buffer, ()):
+            user = self.plan.nodes[index]
+            try:
+                self.recapture(self.built, user)
+            except (CudaError, LoweringError):
+                raise
+            except Exception as exc:
+                raise CudaError(f"capturing a library call again over a moved array failed: "
+                                f"{exc}", error_name=error_name(exc),
+                                call="cuGraphExecChildGraphNodeSetParams", node=label(user),
+                                where=user.location) from exc
 
     def _patch(self, index: int, buffer: int, base: int, slots: list) -> None:
         built = self.built
