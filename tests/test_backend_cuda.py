@@ -549,3 +549,30 @@ def test_an_armed_function_called_inside_another_trace_joins_it(backend,
     np.testing.assert_array_equal(to_host(w), 4)
     assert [op.name for op in outer.latest.program.ops if op.kind == "kernel"] == \
         ["axpb", "axpb"]
+
+
+def test_direct_replays_with_moved_arrays_keep_the_signature(backend, fixed_device_arrays):
+    """Other device arrays of the same signature are re-pointed on the direct path; one
+    sharing memory with another argument, or of other strides, is another signature."""
+    @tg.compile(backend=backend)
+    def step(x, y):
+        add[2, 32](x, y, y)  # y = x + y
+
+    def fresh_pair(k):
+        return (cuda.to_device(np.full(N, float(k))), cuda.to_device(np.ones(N)))
+
+    pairs = [fresh_pair(k) for k in range(3)]
+    for k in [0, 1, 2, 1, 0, 0]:
+        step(*pairs[k])
+    want = {0: 1 + 3 * 0.0, 1: 1 + 2 * 1.0, 2: 1 + 1 * 2.0}
+    for k, (_, y) in enumerate(pairs):
+        np.testing.assert_array_equal(to_host(y), want[k])
+    assert step.cache_info().graphs == 1
+    x = cuda.to_device(np.full(N, 2.0))
+    step(x, x)  # aliasing: y = x + y on one array
+    np.testing.assert_array_equal(to_host(x), 4.0)
+    wide = cuda.to_device(np.ones(2 * N))
+    step(pairs[0][0], wide[::2])  # other strides
+    np.testing.assert_array_equal(to_host(wide)[::2], 1.0)
+    np.testing.assert_array_equal(to_host(wide)[1::2], 1.0)
+    assert step.cache_info().graphs == 3

@@ -9,7 +9,7 @@ from ... import config
 from ...errors import CudaError, TracegraphError
 from ...ir import OpKind
 from ...plan import Plan, PlanNode, input_bases, replay_table
-from ...signature import ArrayInfo, weak
+from ...signature import ArrayInfo, describe, disjoint, has_fixed_metadata, weak
 from .. import MISS
 from ..sim import loop_limit_error
 from .build import GraphBuilder
@@ -62,6 +62,8 @@ class CudaExecutable:
                            self.replayer.scalar_values or self.table.host_inputs or
                            self.table.constants)
         self.armed: tuple | None = None  # the last call's leaves (weakly), when plain
+        self._armed_infos: list = []
+        self._armed_disjoint = False
         self._default_stream = self.platform.stream(None)
 
     @property
@@ -101,11 +103,15 @@ class CudaExecutable:
                 self._check_limits()
             if arm and self._plain and stream is None:
                 self.armed = tuple(map(weak, leaves))
+                self._armed_infos = list(infos)
+                self._armed_disjoint = disjoint(infos)
             return r.results(leaves)
 
     def replay_same(self, args: tuple) -> Any:
         """The replay of a call with the very objects of the last one (armed): the graph
-        already points at them, so only held results move and the graph launches. MISS
+        already points at them, so only held results move and the graph launches. Device
+        arrays in place of some of them, of the same signature (shape, dtype, strides,
+        placement, none sharing memory, as none did), are followed by re-pointing. MISS
         when it does not apply."""
         armed = self.armed
         if armed is None or len(armed) != len(args):
@@ -116,15 +122,40 @@ class CudaExecutable:
             armed = self.armed  # another thread's call may have moved the graph since
             if armed is None or len(armed) != len(args):
                 return MISS
-            for a, ref in zip(args, armed):
-                if (ref[0] if type(ref) is tuple else ref()) is not a:
-                    return MISS
-            self._raise_callback_errors()
+            moved = [k for k, (a, ref) in enumerate(zip(args, armed))
+                     if (ref[0] if type(ref) is tuple else ref()) is not a]
             r = self.replayer
+            if moved:
+                infos = self._moved(args, moved)
+                if infos is None:
+                    return MISS
+                self._raise_callback_errors()
+                r.follow_device_inputs(infos)
+                self.armed, self._armed_infos = tuple(map(weak, args)), infos
+            else:
+                self._raise_callback_errors()
             if self.table.results:
                 r.free_results()
             self._launch(None)
             return r.results(list(args))
+
+    def _moved(self, args: tuple, moved: list[int]) -> list | None:
+        """The infos of the armed call with arguments `moved` replaced by these, if the
+        call keeps the armed signature (else None: the full path decides)."""
+        infos = list(self._armed_infos)
+        for k in moved:
+            old, a = infos[k], args[k]
+            if old is None or not has_fixed_metadata(a):
+                return None
+            info = describe(a)
+            if info is None or info.shape != old.shape or info.strides != old.strides or \
+                    info.dtype != old.dtype or info.placement != old.placement or \
+                    info.readonly != old.readonly:
+                return None
+            infos[k] = info
+        if not self._armed_disjoint or not disjoint(infos):
+            return None  # sharing memory is another signature
+        return infos
 
     def _launch(self, stream: Any) -> Any:
         """Launch the graph on the caller's stream (the default one for None); returns it."""
