@@ -174,7 +174,11 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
                 continue
             buffer = tracer.buffers[view.buffer]
             held = holder.get(view.buffer)
-            if held is not None and buffer.kind in (DEVICE_INPUT, HOST_INPUT):
+            # a device view with a negative stride stays a copy: a Numba device array over
+            # the caller's memory for one has not been checked on a GPU
+            viewable = buffer.kind == HOST_INPUT or (
+                buffer.kind == DEVICE_INPUT and min(view.strides, default=0) >= 0)
+            if held is not None and viewable:
                 outputs.append(OutputLeaf(OutputKind.INPUT_VIEW, input_index=held.index,
                                           view=view, value=view.offset - held.view.offset))
                 continue
