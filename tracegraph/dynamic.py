@@ -216,33 +216,8 @@ def result_axes(spec: DynamicSpec, call: Any, program: Any,
     an axis growing in proportion, by a > 0 per unit of length. One growing otherwise
     cannot be cut back to a call's length: a TraceError. So is a function that traces at
     neither pair of lengths: what follows the length could not be found."""
-    axes = dynamic_leaves(spec, call.paths, call.infos, "")
     bucket = bucket_of(spec, call)
-
-    def traced_at(length: int) -> Any:
-        infos = list(call.infos)
-        for i, axis in axes.items():
-            info = infos[i]
-            grown = list(info.shape)
-            grown[axis] = length
-            infos[i] = info._replace(shape=tuple(grown))
-        return trace(call.__class__(call.leaves, call.paths, call.tree, infos, call.key))
-
-    failure: Exception | None = None
-    for lengths in ((bucket + 1, bucket + 2), (2 * bucket, 3 * bucket)):
-        try:
-            probes = [traced_at(n) for n in lengths]
-            break
-        except Exception as exc:  # try the other lengths, then say why
-            failure = failure or exc
-    else:
-        raise TraceError(f"{program.name} traces at its bucket's length {bucket} but not at "
-                         f"{bucket + 1} (nor at {2 * bucket}): {type(failure).__name__}: "
-                         f"{failure}. tracegraph traces a dynamic function at other lengths "
-                         "to find which results and reductions follow the length",
-                         fix="make the traced function work for any length along its "
-                             "dynamic axes (kernels may assume nothing of it but what "
-                             "tg.length() says)") from failure
+    lengths, probes = _probes(spec, call, program, trace, bucket)
     _check_combines(program, probes[0])
     steps = [n - bucket for n in lengths]
     found = []
@@ -263,6 +238,35 @@ def result_axes(spec: DynamicSpec, call: Any, program: Any,
             leaf.append((axis, a, x - a * bucket))
         found.append(tuple(leaf))
     return tuple(found)
+
+
+def _probes(spec: DynamicSpec, call: Any, program: Any, trace: Any,
+            bucket: int) -> tuple[tuple[int, int], list]:
+    """The function traced at two other lengths: L + 1 and L + 2, else 2 L and 3 L."""
+    axes = dynamic_leaves(spec, call.paths, call.infos, "")
+
+    def traced_at(length: int) -> Any:
+        infos = list(call.infos)
+        for i, axis in axes.items():
+            info = infos[i]
+            grown = list(info.shape)
+            grown[axis] = length
+            infos[i] = info._replace(shape=tuple(grown))
+        return trace(call.__class__(call.leaves, call.paths, call.tree, infos, call.key))
+
+    failure: Exception | None = None
+    for lengths in ((bucket + 1, bucket + 2), (2 * bucket, 3 * bucket)):
+        try:
+            return lengths, [traced_at(n) for n in lengths]
+        except Exception as exc:  # try the other lengths, then say why
+            failure = failure or exc
+    raise TraceError(f"{program.name} traces at its bucket's length {bucket} but not at "
+                     f"{bucket + 1} (nor at {2 * bucket}): {type(failure).__name__}: "
+                     f"{failure}. tracegraph traces a dynamic function at other lengths "
+                     "to find which results and reductions follow the length",
+                     fix="make the traced function work for any length along its dynamic "
+                         "axes (kernels may assume nothing of it but what tg.length() "
+                         "says)") from failure
 
 
 def _check_combines(program: Any, longer: Any) -> None:

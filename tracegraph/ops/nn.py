@@ -14,7 +14,8 @@ from numba import cuda
 from ..trace import access, empty
 from ..traced import Array, view_of
 from . import _base as B
-from .elementwise import _max2, copy
+from ._elementwise_kernels import _max2
+from .elementwise import copy
 from .reduce import _as_3d, _fold
 
 MAX_BLOCK = B.MAX_BLOCK

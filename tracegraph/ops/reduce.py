@@ -25,7 +25,8 @@ from numba import cuda
 from ..trace import access, empty
 from ..traced import Array
 from . import _base as B
-from .elementwise import _max2, _min2, copy
+from ._elementwise_kernels import _max2, _min2
+from .elementwise import copy
 
 _REDUCE = '''
 def {name}(x, out, chunk, scale, init):

@@ -15,7 +15,8 @@ from numba import cuda
 from ..trace import access, empty
 from ..traced import Array, view_of
 from . import _base as B
-from .elementwise import _unravel, copy
+from ._elementwise_kernels import _unravel
+from .elementwise import copy
 
 _FILL = '''
 def {name}(out, value):

@@ -161,8 +161,7 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
             by_view.setdefault(inp.view, inp.index)
     outputs: list[OutputLeaf] = []
     in_bodies = body_buffers(tracer.ops)
-    # a view of an argument's memory comes back as a view of the caller's array (as
-    # eager), except where a dynamic call's argument may be a padded copy of it
+    # views of an argument: of the caller's array, unless it may be a padded copy of it
     holder = {} if tracer.length is not None else {
         inp.view.buffer: inp for inp in reversed(inputs) if inp.kind == "array"}
     for leaf, path in zip(leaves, paths):
@@ -173,14 +172,9 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
                 outputs.append(OutputLeaf(OutputKind.INPUT, input_index=index))
                 continue
             buffer = tracer.buffers[view.buffer]
-            held = holder.get(view.buffer)
-            # a device view with a negative stride stays a copy: a Numba device array over
-            # the caller's memory for one has not been checked on a GPU
-            viewable = buffer.kind == HOST_INPUT or (
-                buffer.kind == DEVICE_INPUT and min(view.strides, default=0) >= 0)
-            if held is not None and viewable:
-                outputs.append(OutputLeaf(OutputKind.INPUT_VIEW, input_index=held.index,
-                                          view=view, value=view.offset - held.view.offset))
+            as_view = _argument_view(holder.get(view.buffer), buffer, view)
+            if as_view is not None:
+                outputs.append(as_view)
                 continue
             # a result handed out as it is: not one a body touches (the graph moves held
             # results to other memory by re-pointing, outside bodies only)
@@ -206,6 +200,17 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
         else:
             outputs.append(OutputLeaf(OutputKind.STATIC, value=leaf))
     return outputs, tree
+
+
+def _argument_view(held: InputLeaf | None, buffer: Buffer, view: View) -> OutputLeaf | None:
+    """A result over an argument's memory, as a view of the caller's array (INPUT_VIEW);
+    None where it stays a copy: a device view with a negative stride (a Numba device array
+    over the caller's memory for one has not been checked on a GPU)."""
+    if held is None or not (buffer.kind == HOST_INPUT or (
+            buffer.kind == DEVICE_INPUT and min(view.strides, default=0) >= 0)):
+        return None
+    return OutputLeaf(OutputKind.INPUT_VIEW, input_index=held.index, view=view,
+                      value=view.offset - held.view.offset)
 
 
 def _mark_written_and_write_back(tracer: Tracer, inputs: list[InputLeaf]) -> list[InputLeaf]:

@@ -102,44 +102,12 @@ def gemm_epilogue(m: int, n: int, k: int, a: Operand, b: Operand, ldc: int, dtyp
     """
     dtype = np.dtype(dtype)
     one, zero = _ONE[dtype], _ZERO[dtype]
-    state: dict[str, Any] = {}  # desc, layouts, pref, found (the algorithm), keep
-
-    def setup() -> None:
-        from nvmath.bindings import cublas
-        from nvmath.bindings import cublasLt as L
-        real = 0 if dtype == np.float32 else 1  # CUDA_R_32F, CUDA_R_64F
-        compute = cublas.ComputeType.COMPUTE_32F if dtype == np.float32 else \
-            cublas.ComputeType.COMPUTE_64F
-        desc = L.matmul_desc_create(int(compute), real)
-        epilogue = (L.Epilogue.RELU_BIAS if relu else L.Epilogue.BIAS) if bias else \
-            (L.Epilogue.RELU if relu else L.Epilogue.DEFAULT)
-        keep: list[np.ndarray] = [np.array([b.trans], np.int32), np.array([a.trans], np.int32),
-                np.array([int(epilogue)], np.uint32), np.zeros(1, np.int64),
-                np.array([WORKSPACE_BYTES], np.uint64)]
-        A = L.MatmulDescAttribute
-        L.matmul_desc_set_attribute(desc, A.TRANSA, keep[0].ctypes.data, 4)
-        L.matmul_desc_set_attribute(desc, A.TRANSB, keep[1].ctypes.data, 4)
-        L.matmul_desc_set_attribute(desc, A.EPILOGUE, keep[2].ctypes.data, 4)
-        # cuBLASLt's A is B^T (n x k) and its B is A^T (k x m), each as stored
-        la = L.matrix_layout_create(real, *((n, k) if b.trans == 0 else (k, n)), b.ld)
-        lb = L.matrix_layout_create(real, *((k, m) if a.trans == 0 else (m, k)), a.ld)
-        lc = L.matrix_layout_create(real, n, m, ldc)
-        pref = L.matmul_preference_create()
-        L.matmul_preference_set_attribute(pref, L.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES,
-                                          keep[4].ctypes.data, 8)
-        found = np.zeros(1, L.matmul_heuristic_result_dtype)
-        count = np.zeros(1, np.int32)
-        L.matmul_algo_get_heuristic(_lt_handle(), desc, la, lb, lc, lc, pref, 1,
-                                    found.ctypes.data, count.ctypes.data)
-        if count[0] < 1:
-            raise RuntimeError(f"cuBLASLt has no algorithm for a {m}x{k} @ {k}x{n} "
-                               f"{dtype} product with epilogue {epilogue.name}")
-        state.update(desc=desc, layouts=(la, lb, lc), pref=pref, found=found, keep=keep)
+    state: dict[str, Any] = {}  # desc, layouts, found (the algorithm), keep (what they point at)
 
     def cublaslt_gemm(stream: Any, *arrays: Any) -> None:
         from nvmath.bindings import cublasLt as L
         if not state:
-            setup()
+            state.update(_lt_plan(m, n, k, a, b, ldc, dtype, bias, relu))
         A_, B_, C_ = arrays[:3]
         workspace = arrays[-1]
         if bias:
@@ -152,6 +120,42 @@ def gemm_epilogue(m: int, n: int, k: int, a: Operand, b: Operand, ldc: int, dtyp
                  zero.ctypes.data, c, lc, c, lc, state["found"].ctypes.data, _ptr(workspace),
                  WORKSPACE_BYTES, int(stream.handle))
     return cublaslt_gemm
+
+
+def _lt_plan(m: int, n: int, k: int, a: Operand, b: Operand, ldc: int, dtype: np.dtype,
+             bias: bool, relu: bool) -> dict[str, Any]:
+    """cuBLASLt's descriptors, layouts and chosen algorithm for one product (the arrays
+    their attributes point at are kept with them)."""
+    from nvmath.bindings import cublas
+    from nvmath.bindings import cublasLt as L
+    real = 0 if dtype == np.float32 else 1  # CUDA_R_32F, CUDA_R_64F
+    compute = cublas.ComputeType.COMPUTE_32F if dtype == np.float32 else \
+        cublas.ComputeType.COMPUTE_64F
+    desc = L.matmul_desc_create(int(compute), real)
+    epilogue = (L.Epilogue.RELU_BIAS if relu else L.Epilogue.BIAS) if bias else \
+        (L.Epilogue.RELU if relu else L.Epilogue.DEFAULT)
+    keep: list[np.ndarray] = [np.array([b.trans], np.int32), np.array([a.trans], np.int32),
+                              np.array([int(epilogue)], np.uint32), np.zeros(1, np.int64),
+                              np.array([WORKSPACE_BYTES], np.uint64)]
+    A = L.MatmulDescAttribute
+    L.matmul_desc_set_attribute(desc, A.TRANSA, keep[0].ctypes.data, 4)
+    L.matmul_desc_set_attribute(desc, A.TRANSB, keep[1].ctypes.data, 4)
+    L.matmul_desc_set_attribute(desc, A.EPILOGUE, keep[2].ctypes.data, 4)
+    # cuBLASLt's A is B^T (n x k) and its B is A^T (k x m), each as stored
+    la = L.matrix_layout_create(real, *((n, k) if b.trans == 0 else (k, n)), b.ld)
+    lb = L.matrix_layout_create(real, *((k, m) if a.trans == 0 else (m, k)), a.ld)
+    lc = L.matrix_layout_create(real, n, m, ldc)
+    pref = L.matmul_preference_create()
+    L.matmul_preference_set_attribute(pref, L.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES,
+                                      keep[4].ctypes.data, 8)
+    found = np.zeros(1, L.matmul_heuristic_result_dtype)
+    count = np.zeros(1, np.int32)
+    L.matmul_algo_get_heuristic(_lt_handle(), desc, la, lb, lc, lc, pref, 1,
+                                found.ctypes.data, count.ctypes.data)
+    if count[0] < 1:
+        raise RuntimeError(f"cuBLASLt has no algorithm for a {m}x{k} @ {k}x{n} "
+                           f"{dtype} product with epilogue {epilogue.name}")
+    return {"desc": desc, "layouts": (la, lb, lc), "pref": pref, "found": found, "keep": keep}
 
 
 _lt_handles: dict[int, Any] = {}
