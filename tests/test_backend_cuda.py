@@ -576,3 +576,41 @@ def test_direct_replays_with_moved_arrays_keep_the_signature(backend, fixed_devi
     np.testing.assert_array_equal(to_host(wide)[::2], 1.0)
     np.testing.assert_array_equal(to_host(wide)[1::2], 1.0)
     assert step.cache_info().graphs == 3
+
+
+# ---------------------------------------------------------------------------
+# several GPUs: the device is part of the signature
+
+@pytest.fixture
+def fake_devices(monkeypatch):
+    """Simulated device arrays on the GPUs this dict names (id of the array -> ordinal)."""
+    from tracegraph.signature import arguments
+    on: dict[int, int] = {}
+    monkeypatch.setattr(arguments, "simulated_device", lambda obj: on.get(id(obj), 0))
+    if not _numba.SIMULATOR:
+        pytest.skip("simulated device arrays stand on made-up GPUs")
+    return on
+
+
+def test_device_arrays_on_two_gpus_are_a_signature_error(backend, fake_devices):
+    f = diamond(backend)
+    x, y = cuda.to_device(np.ones(N)), cuda.to_device(np.ones(N))
+    fake_devices[id(y)] = 1
+    with pytest.raises(tg.SignatureError, match=r"x on GPU 0; y on GPU 1"):
+        f(x, y)
+
+
+def test_one_executable_per_gpu(backend, fake_devices, fixed_device_arrays):
+    f = diamond(backend)
+    a = [cuda.to_device(np.full(N, float(k))) for k in range(4)]
+    fake_devices[id(a[2])] = fake_devices[id(a[3])] = 1
+    for _ in range(2):
+        np.testing.assert_array_equal(to_host(f(a[0], a[1])), 3.0)
+        np.testing.assert_array_equal(to_host(f(a[2], a[3])), 13.0)
+    assert f.cache_info().graphs == 2
+    if backend == "cuda":
+        from tracegraph.backends.cuda import platform
+        devices = sorted(e.executable.device for e in f.compiled)
+        assert devices == [0, 1]
+        assert {e.executable.platform for e in f.compiled} == {platform.platform(0),
+                                                              platform.platform(1)}

@@ -60,7 +60,7 @@ class CompiledFunction:
         self._latest: Compiled | None = None
         self._lock = threading.RLock()
         self._written: set[int] = set()  # leaves some compiled graph writes (dynamic calls)
-        self._arena: Any = None  # the memory its graphs share (backends.new_arena)
+        self._arenas: dict[int | None, Any] = {}  # per device: the memory its graphs share
         self._hot: Any = None  # the executable the last plain call ran (replay_same)
         self._hits = self._cache.stats.hits
         functools.update_wrapper(self, fn)
@@ -159,7 +159,7 @@ class CompiledFunction:
             self._cache.clear()
             self._hot = None
             self._latest = None
-            self._arena = None
+            self._arenas = {}
             self._calls.forget()
 
     def __repr__(self) -> str:
@@ -238,14 +238,16 @@ class CompiledFunction:
             if self._spec is not None and self._spec.axes:
                 bucket = dynamic.bucket_of(self._spec, call)
                 axes = dynamic.result_axes(self._spec, call, program, self._trace)
-            topology = tuple((n.kind, n.deps) for n in plan.nodes)
+            device = backends.device_for(backend, _device_of(call, self.__qualname__))
+            topology = (device, tuple((n.kind, n.deps) for n in plan.nodes))
             self._hot = None
             victim = self._cache.take_over(topology)
-            if self._arena is None:
-                self._arena = backends.new_arena(backend)
+            arena = self._arenas.get(device)
+            if arena is None:
+                arena = self._arenas[device] = backends.new_arena(backend)
             executable = backends.build(plan, backend, call.infos,
                                         victim.executable if victim is not None else None,
-                                        self._arena)
+                                        arena, device)
             updated = getattr(executable, "updated", False)
             entry = Compiled(call.key, program, plan, executable, bucket, axes)
             self._cache.put(entry, updated)
@@ -330,6 +332,21 @@ def _captured_overlap(program: Program, call: Call) -> str:
                     f"device array {program.buffers[captured].name} that a kernel captures "
                     "(a global or closure variable), unlike in the compiled call")
     return "; ".join(said) or "a device argument overlaps a captured array differently"
+
+
+def _device_of(call: Call, qualname: str) -> int | None:
+    """The GPU the call's device arrays live on (None: none says); they must agree."""
+    on: dict[int, list[str]] = {}
+    for info, path in zip(call.infos, call.paths):
+        if info is not None and info.placement == "device" and info.device >= 0:
+            on.setdefault(info.device, []).append(path)
+    if len(on) > 1:
+        said = "; ".join(f"{', '.join(paths)} on GPU {d}" for d, paths in sorted(on.items()))
+        raise SignatureError(f"{qualname}() got device arrays on different GPUs ({said}); "
+                             "a compiled graph runs on one GPU", where=user_location(5),
+                             fix="pass arrays of one GPU (copy the others there), or run one "
+                                 "process per GPU (docs/multi-gpu.md)")
+    return next(iter(on), None)
 
 
 def _same_objects(args: tuple, leaves: list) -> bool:

@@ -34,8 +34,9 @@ class Compiled:
 
     @property
     def topology(self) -> tuple:
-        """What cudaGraphExecUpdate needs to be equal: node kinds and edges."""
-        return tuple((n.kind, n.deps) for n in self.plan.nodes)
+        """What cudaGraphExecUpdate needs to be equal: the device, node kinds and edges."""
+        return (getattr(self.executable, "device", None),
+                tuple((n.kind, n.deps) for n in self.plan.nodes))
 
 
 @dataclass

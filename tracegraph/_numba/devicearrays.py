@@ -37,6 +37,13 @@ def device_address(array: Any) -> int:
     return gpu_data.device_ctypes_pointer.value or 0 if gpu_data is not None else 0
 
 
+def device_ordinal(array: Any) -> int:
+    """The GPU a Numba device array's memory was allocated on (-1 when not known)."""
+    context = getattr(getattr(array, "gpu_data", None), "context", None)
+    device = getattr(context, "device", None)
+    return int(device.id) if device is not None else -1
+
+
 def device_view(owner: Any, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
                 dtype: np.dtype) -> Any:
     """A device array over `owner`'s memory from byte `offset`; it keeps `owner` alive."""

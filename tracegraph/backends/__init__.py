@@ -61,6 +61,15 @@ def resolve(name: str) -> str:
     return name
 
 
+def device_for(backend: str, device: int | None) -> int | None:
+    """The GPU a cuda executable runs on: `device`, or the current one for None (no
+    device on sim)."""
+    if backend != "cuda":
+        return None
+    from .cuda.platform import platform
+    return platform(device).device_id
+
+
 def new_arena(backend: str) -> Any:
     """The memory one function's graphs share for their planned intermediates (None: each
     executable has its own, as on sim)."""
@@ -71,16 +80,17 @@ def new_arena(backend: str) -> Any:
 
 
 def build(plan: Any, backend: str, infos: list | None = None, take_over: Any = None,
-          arena: Any = None) -> Any:
+          arena: Any = None, device: int | None = None) -> Any:
     """An executable for `plan`: `.run(leaves, infos, stream)` returns the results.
 
     `infos` describe the arguments of the call that compiled it; the cuda backend builds
     its nodes on their addresses, so that call patches nothing. `take_over`: an executable
     of the same graph topology no longer needed, whose instantiated graph the cuda backend
     updates in place instead of instantiating a new one (`.updated` says if it did).
+    `device`: the GPU it runs on (None: the current one).
     """
     if backend == "sim":
         from . import sim
         return sim.build(plan, config.sim_order_seed())
     from . import cuda
-    return cuda.build(plan, infos, take_over, arena)
+    return cuda.build(plan, infos, take_over, arena, device)

@@ -20,6 +20,7 @@ class ArrayInfo(NamedTuple):
     strides: tuple[int, ...]    # bytes
     dtype: np.dtype
     readonly: bool = False      # the caller's array must not be written (eager Numba refuses)
+    device: int = -1            # the GPU a device array lives on (-1: not known, or host)
 
     @property
     def extent(self) -> tuple[int, int]:
@@ -76,15 +77,23 @@ def _describe_numpy(obj: np.ndarray) -> ArrayInfo:
 def _describe_simulated(obj: Any) -> ArrayInfo:
     host = _numba.simulated_device_array_host(obj)
     ptr, readonly = host.__array_interface__["data"]
-    return ArrayInfo(DEVICE, ptr, host.shape, host.strides, host.dtype, readonly)
+    return ArrayInfo(DEVICE, ptr, host.shape, host.strides, host.dtype, readonly,
+                     simulated_device(obj))
+
+
+def simulated_device(obj: Any) -> int:  # noqa: ARG001 - tests give arrays other devices
+    """The device a simulated device array stands on: 0 (the simulator has one)."""
+    return 0
 
 
 def _describe_numba(obj: Any) -> ArrayInfo:
-    return ArrayInfo(DEVICE, _numba.device_address(obj), obj.shape, obj.strides, obj.dtype)
+    return ArrayInfo(DEVICE, _numba.device_address(obj), obj.shape, obj.strides, obj.dtype,
+                     False, _numba.device_ordinal(obj))
 
 
 def _describe_cupy(obj: Any) -> ArrayInfo:
-    return ArrayInfo(DEVICE, obj.data.ptr, obj.shape, obj.strides, obj.dtype)
+    return ArrayInfo(DEVICE, obj.data.ptr, obj.shape, obj.strides, obj.dtype, False,
+                     int(obj.device.id))
 
 
 def _describe_cai(obj: Any) -> ArrayInfo | None:
@@ -98,13 +107,15 @@ def _describe_cai(obj: Any) -> ArrayInfo | None:
     strides = cai.get("strides")
     strides = tuple(strides) if strides else contiguous_strides(shape, dtype.itemsize)
     ptr, readonly = cai["data"]
-    return ArrayInfo(DEVICE, ptr, shape, strides, dtype, bool(readonly))
+    index = getattr(getattr(obj, "device", None), "index", None)  # a torch tensor's GPU
+    return ArrayInfo(DEVICE, ptr, shape, strides, dtype, bool(readonly),
+                     int(index) if isinstance(index, int) else -1)
 
 
 def _describe_dlpack(obj: Any) -> ArrayInfo | None:
     if hasattr(obj, "__cuda_array_interface__"):  # e.g. a CUDA torch tensor
         return _describe_cai(obj)
-    device_type, _ = obj.__dlpack_device__()
+    device_type, device_id = obj.__dlpack_device__()
     if device_type not in (2, 3, 13):  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
         return None
     from cuda.core.utils import StridedMemoryView
@@ -114,7 +125,8 @@ def _describe_dlpack(obj: Any) -> ArrayInfo | None:
     strides = (tuple(s * dtype.itemsize for s in view.strides) if view.strides
                else contiguous_strides(shape, dtype.itemsize))
     return ArrayInfo(DEVICE, int(view.ptr), shape, strides, dtype,
-                     bool(getattr(view, "readonly", False)))
+                     bool(getattr(view, "readonly", False)),
+                     int(device_id) if device_type == 2 else -1)  # pinned/managed: any GPU
 
 
 def alias_groups(infos: list[ArrayInfo | None]) -> list[tuple[int, int] | None]:

@@ -32,7 +32,8 @@ def static_key(x: Any) -> tuple:
 
 
 def array_key(info: arguments.ArrayInfo, group: tuple[int, int] | None) -> tuple:
-    return (info.placement, info.shape, info.dtype, info.strides, info.readonly, group)
+    return (info.placement, info.shape, info.dtype, info.strides, info.readonly, group,
+            info.device)
 
 
 class Call:

@@ -30,9 +30,10 @@ class CudaExecutable:
     backend = "cuda"
 
     def __init__(self, plan: Plan, infos: list | None = None, take_over: Any = None,
-                 arena: Any = None):
+                 arena: Any = None, device: int | None = None):
         self.plan = plan
-        self.platform = platform()
+        self.platform = platform(device)
+        self.device = self.platform.device_id
         self.platform.set_current()
         self._lock = threading.Lock()
         self._callback_errors: list[tuple[PlanNode, BaseException]] = []
@@ -150,7 +151,7 @@ class CudaExecutable:
             info = describe(a)
             if info is None or info.shape != old.shape or info.strides != old.strides or \
                     info.dtype != old.dtype or info.placement != old.placement or \
-                    info.readonly != old.readonly:
+                    info.readonly != old.readonly or info.device != old.device:
                 return None
             infos[k] = info
         if not self._armed_disjoint or not disjoint(infos):
@@ -284,5 +285,5 @@ def _all_nodes(nodes: tuple) -> list:
 
 
 def build(plan: Plan, infos: list | None = None, take_over: Any = None,
-          arena: Any = None) -> CudaExecutable:
-    return CudaExecutable(plan, infos, take_over, arena)
+          arena: Any = None, device: int | None = None) -> CudaExecutable:
+    return CudaExecutable(plan, infos, take_over, arena, device)

@@ -48,9 +48,10 @@ class FakeKernel:
 class FakePlatform:
     """The Platform of platform.py, on the CPU."""
 
-    def __init__(self) -> None:
+    def __init__(self, device_id: int = 0) -> None:
         if not _numba.SIMULATOR:
             raise RuntimeError("the fake CUDA platform runs under NUMBA_ENABLE_CUDASIM=1")
+        self.device_id = device_id
         self.counts: Counter[str] = Counter()
         self._memory: list[np.ndarray] = []
         seed = config.sim_order_seed()

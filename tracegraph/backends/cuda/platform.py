@@ -91,11 +91,12 @@ HELPERS(long long, i64)
 class CudaPlatform:
     """The real device: the current CUDA device through cuda.core, cuda.bindings, Numba."""
 
-    def __init__(self) -> None:
+    def __init__(self, device_id: int | None = None) -> None:
         import cuda.core as core
         self.core = core
-        self.device = core.Device()
+        self.device = core.Device(device_id)
         self.device.set_current()
+        self.device_id = int(self.device.device_id)
         self._launch_configs: dict[tuple, Any] = {}
         self._helpers: Any = None
 
@@ -277,21 +278,29 @@ def _core_kernel(kernel: ForeignKernel) -> Any:
     return Kernel.from_handle(int(handle.kernel.ptr))
 
 
-_platform: Any = None
+_platforms: dict[int | None, Any] = {}  # device ordinal -> its platform
 
 
-def platform() -> Any:
-    """The platform the cuda backend runs on: the GPU, or the CPU fake when
-    TRACEGRAPH_CUDA_PLATFORM=fake (tests without a GPU)."""
-    global _platform
+def platform(device: int | None = None) -> Any:
+    """The platform the cuda backend runs on for GPU `device` (None: the current one): the
+    GPU, or the CPU fake when TRACEGRAPH_CUDA_PLATFORM=fake (tests without a GPU)."""
     from ... import config
-    if config.cuda_platform() == "fake":
+    fake = config.cuda_platform() == "fake"
+    if device is None:
+        device = 0 if fake else _current_device()
+    found = _platforms.get(device)
+    if fake:
         from .fake import FakePlatform
-        if not isinstance(_platform, FakePlatform):
-            _platform = FakePlatform()
-    elif _platform is None or not isinstance(_platform, CudaPlatform):
-        _platform = CudaPlatform()
-    return _platform
+        if not isinstance(found, FakePlatform):
+            found = _platforms[device] = FakePlatform(device)
+    elif not isinstance(found, CudaPlatform):
+        found = _platforms[device] = CudaPlatform(device)
+    return found
+
+
+def _current_device() -> int:
+    import cuda.core as core
+    return int(core.Device().device_id)
 
 
 def error_name(exc: BaseException) -> str:
