@@ -87,32 +87,25 @@ class CompiledFunction:
     def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
         """Run: trace, compile and launch on the first call of a signature, else replay.
         Inside another compiled function's trace, its launches join that trace."""
-        hot = self._hot
-        if hot is not None and stream is None and not kwargs and \
-                _numba.current_tracer() is None:  # inside a trace: its launches join it
-            result = hot.replay_same(args)
-            if result is not MISS:
-                self._hits[0] = self._hits.get(0, 0) + 1
-                return result
-        if _numba.current_tracer() is not None:
-            return self._fn(*args, **kwargs)
-        return self._run(self._calls.analyze(args, kwargs), stream, compile_missing=True,
-                         arm=args if stream is None and not kwargs else None)
+        return self._call(args, stream, kwargs, compile_missing=True)
 
     def replay(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
         """Replay an already compiled signature; never traces (inside another compiled
         function's trace, its launches join that trace)."""
+        return self._call(args, stream, kwargs, compile_missing=False)
+
+    def _call(self, args: tuple, stream: Any, kwargs: dict, *, compile_missing: bool) -> Any:
         hot = self._hot
-        if hot is not None and stream is None and not kwargs and \
-                _numba.current_tracer() is None:  # inside a trace: its launches join it
+        plain = stream is None and not kwargs
+        if _numba.current_tracer() is not None:  # inside a trace: its launches join it
+            return self._fn(*args, **kwargs)
+        if hot is not None and plain:
             result = hot.replay_same(args)
             if result is not MISS:
                 self._hits[0] = self._hits.get(0, 0) + 1
                 return result
-        if _numba.current_tracer() is not None:
-            return self._fn(*args, **kwargs)
-        return self._run(self._calls.analyze(args, kwargs), stream, compile_missing=False,
-                         arm=args if stream is None and not kwargs else None)
+        return self._run(self._calls.analyze(args, kwargs), stream,
+                         compile_missing=compile_missing, arm=args if plain else None)
 
     def trace(self, *args: Any, **kwargs: Any) -> Program:
         """The Program (dependency DAG) for these arguments; nothing runs."""

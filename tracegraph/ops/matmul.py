@@ -86,18 +86,26 @@ def _cublas_matmul(a: Array, b: Array, out: Array) -> bool:
     dtype = np.dtype(out.dtype)
     if dtype not in (np.float32, np.float64) or a.dtype != dtype or b.dtype != dtype:
         return False
-    item = dtype.itemsize
-    oa = cublas.operand(tuple(a.shape), tuple(a.strides), item)
-    ob = cublas.operand(tuple(b.shape), tuple(b.strides), item)
-    oc = cublas.operand(tuple(out.shape), tuple(out.strides), item)
-    if oa is None or ob is None or oc is None or oc.trans:
+    operands = _cublas_operands(a, b, out)
+    if operands is None:
         return False
+    oa, ob, oc = operands
     m, k = a.shape
     n = b.shape[1]
     workspace = empty((cublas.WORKSPACE_BYTES,), np.uint8)
     library(cublas.gemm(m, n, k, oa, ob, oc.ld, dtype), a, b, out, workspace,
             reads=[a, b], writes=[out, workspace], sim=_numpy_matmul, name="cublas_gemm")
     return True
+
+
+def _cublas_operands(a: Array, b: Array, out: Array) -> tuple | None:
+    """How cuBLAS reads a, b and writes out (row-major), or None where a copy is needed."""
+    from ..backends.cuda import cublas
+    item = np.dtype(out.dtype).itemsize
+    oa, ob, oc = (cublas.operand(tuple(x.shape), tuple(x.strides), item) for x in (a, b, out))
+    if oa is None or ob is None or oc is None or oc.trans:
+        return None
+    return oa, ob, oc
 
 
 def _numpy_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray,
@@ -216,11 +224,10 @@ def _cublaslt_linear(x: Array, w: Array, bias: Array | None, use_relu: bool, out
     if tuple(result.shape) != (x.shape[0], w.shape[1]) or B.overlaps(x, result) or \
             B.overlaps(w, result) or result.size == 0:
         return False
-    ox = cublas.operand(tuple(x.shape), tuple(x.strides), item)
-    ow = cublas.operand(tuple(w.shape), tuple(w.strides), item)
-    oc = cublas.operand(tuple(result.shape), tuple(result.strides), item)
-    if ox is None or ow is None or oc is None or oc.trans:
+    operands = _cublas_operands(x, w, result)
+    if operands is None:
         return False
+    ox, ow, oc = operands
     m, k = x.shape
     n = w.shape[1]
     workspace = empty((cublas.WORKSPACE_BYTES,), np.uint8)

@@ -78,16 +78,21 @@ def _ptr(array: Any) -> int:
     return int(array.__cuda_array_interface__["data"][0])
 
 
-_handles: dict[int, Any] = {}
+_handles: dict[tuple[str, int], Any] = {}  # (library, CUDA context) -> its handle
 
 
-def _handle() -> Any:
+def _handle(library: str = "cublas") -> Any:
+    """cuBLAS's (or cuBLASLt's) handle for the current context, made once."""
     from cuda.bindings import driver
-    from nvmath.bindings import cublas
     _, ctx = driver.cuCtxGetCurrent()
-    key = int(ctx) if ctx is not None else 0
+    key = (library, int(ctx) if ctx is not None else 0)
     if key not in _handles:
-        _handles[key] = cublas.create()
+        if library == "cublas":
+            from nvmath.bindings import cublas
+            _handles[key] = cublas.create()
+        else:
+            from nvmath.bindings import cublasLt
+            _handles[key] = cublasLt.create()
     return _handles[key]
 
 
@@ -116,7 +121,7 @@ def gemm_epilogue(m: int, n: int, k: int, a: Operand, b: Operand, ldc: int, dtyp
                                         state["keep"][3].ctypes.data, 8)
         la, lb, lc = state["layouts"]
         c = _ptr(C_)
-        L.matmul(_lt_handle(), state["desc"], one.ctypes.data, _ptr(B_), la, _ptr(A_), lb,
+        L.matmul(_handle("cublasLt"), state["desc"], one.ctypes.data, _ptr(B_), la, _ptr(A_), lb,
                  zero.ctypes.data, c, lc, c, lc, state["found"].ctypes.data, _ptr(workspace),
                  WORKSPACE_BYTES, int(stream.handle))
     return cublaslt_gemm
@@ -150,22 +155,10 @@ def _lt_plan(m: int, n: int, k: int, a: Operand, b: Operand, ldc: int, dtype: np
                                       keep[4].ctypes.data, 8)
     found = np.zeros(1, L.matmul_heuristic_result_dtype)
     count = np.zeros(1, np.int32)
-    L.matmul_algo_get_heuristic(_lt_handle(), desc, la, lb, lc, lc, pref, 1,
+    L.matmul_algo_get_heuristic(_handle("cublasLt"), desc, la, lb, lc, lc, pref, 1,
                                 found.ctypes.data, count.ctypes.data)
     if count[0] < 1:
         raise RuntimeError(f"cuBLASLt has no algorithm for a {m}x{k} @ {k}x{n} "
                            f"{dtype} product with epilogue {epilogue.name}")
     return {"desc": desc, "layouts": (la, lb, lc), "pref": pref, "found": found, "keep": keep}
 
-
-_lt_handles: dict[int, Any] = {}
-
-
-def _lt_handle() -> Any:
-    from cuda.bindings import driver
-    from nvmath.bindings import cublasLt
-    _, ctx = driver.cuCtxGetCurrent()
-    key = int(ctx) if ctx is not None else 0
-    if key not in _lt_handles:
-        _lt_handles[key] = cublasLt.create()
-    return _lt_handles[key]
