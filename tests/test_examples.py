@@ -11,7 +11,7 @@ import pytest
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 NAMES = ["mlp_inference", "rk4", "rl_env_step", "heat_jacobi", "branches", "decode_step",
-         "solve_until_converged", "rl_rollout"]
+         "solve_until_converged", "rl_rollout", "data_parallel_step"]
 
 
 @pytest.fixture(scope="module")
