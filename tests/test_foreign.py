@@ -605,3 +605,25 @@ def test_an_exception_in_a_sim_function_is_a_tracegraph_error_on_both(backend):
     with pytest.raises(tg.TracegraphError, match="ZeroDivisionError") as e:
         f(np.ones(4, np.float32))
     assert not isinstance(e.value, tg.CudaError)
+
+
+@pytest.mark.fake_platform
+def test_a_moved_input_of_a_library_call_is_captured_again_not_copied():
+    """The library node uses the caller's array itself: no copies around it, and a move
+    sets a fresh capture into the executable (one per move, none when it stays put)."""
+    from tracegraph.backends.cuda import platform
+
+    @tg.compile(backend="cuda")
+    def f(x, out):
+        tg.library(_scale_library, x, out, reads=[x], writes=[out], sim=_scale_sim)
+
+    fake = platform.platform()
+    xs = [cuda.to_device(np.full(N, k + 1, np.float32)) for k in range(2)]
+    out = cuda.device_array(N, np.float32)
+    f(xs[0], out)
+    assert [n.kind for n in f.latest.plan.nodes] == ["library"]  # no shadow memcpy nodes
+    before = fake.counts["set_child_graph"]
+    for k in (0, 1, 1, 0):
+        f(xs[k], out)
+        np.testing.assert_array_equal(out.copy_to_host(), 3 * (k + 1))
+    assert fake.counts["set_child_graph"] - before == 2  # the two moves
