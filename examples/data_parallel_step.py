@@ -88,18 +88,25 @@ def reference(x: np.ndarray, y: np.ndarray, steps: int) -> np.ndarray:
     return w
 
 
+def shards(rows: int, world: int) -> list[np.ndarray]:
+    """Equal shards: only then is the average of the ranks' gradients the full batch's."""
+    if rows % world:
+        raise ValueError(f"{rows} rows do not split into {world} equal shards")
+    return np.split(np.arange(rows), world)
+
+
 def simulated_ranks(world: int, x: np.ndarray, y: np.ndarray, steps: int) -> list:
     """`world` ranks in threads of this process (tg.sim_group), each on its shard."""
     step = tg.compile(step_body, backend="sim")
     comms = tg.sim_group(world)
-    shards = np.array_split(np.arange(x.shape[0]), world)
+    parts = shards(x.shape[0], world)
     weights: list[Any] = [None] * world
     errors: list[BaseException] = []
 
     def rank(k: int) -> None:
         try:
             w = np.zeros(x.shape[1])
-            xs, ys = x[shards[k]], y[shards[k]]
+            xs, ys = x[parts[k]], y[parts[k]]
             for _ in range(steps):
                 w = step(xs, ys, w, comms[k])
             weights[k] = w
@@ -119,7 +126,7 @@ def nccl_rank(x: np.ndarray, y: np.ndarray, steps: int, comm: Any) -> np.ndarray
     """This process's rank on its GPU, its shard as device arrays, comm=None for one."""
     world = 1 if comm is None else comm.world_size
     me = 0 if comm is None else comm.rank
-    shard = np.array_split(np.arange(x.shape[0]), world)[me]
+    shard = shards(x.shape[0], world)[me]
     step = tg.compile(step_body, backend="cuda")
     xs, ys = cuda.to_device(x[shard]), cuda.to_device(y[shard])
     w = cuda.to_device(np.zeros(x.shape[1]))

@@ -614,3 +614,24 @@ def test_one_executable_per_gpu(backend, fake_devices, fixed_device_arrays):
         assert devices == [0, 1]
         assert {e.executable.platform for e in f.compiled} == {platform.platform(0),
                                                               platform.platform(1)}
+
+
+def test_a_replay_on_another_gpu_says_so(backend, fake_devices):
+    @tg.compile(backend=backend)
+    def f(x):
+        axpb[1, 32](x, 2.0, 1.0)
+
+    x0, x1 = cuda.to_device(np.ones(8)), cuda.to_device(np.ones(8))
+    fake_devices[id(x1)] = 1
+    f(x0)
+    with pytest.raises(tg.SignatureError, match="argument x: on GPU 1 here, on GPU 0"):
+        f.replay(x1)
+
+    @tg.compile(backend=backend)
+    def g(x, y):
+        axpb[1, 32](x, 2.0, 1.0)
+        axpb[1, 32](y, 2.0, 1.0)
+
+    g(x0, cuda.to_device(np.ones(8)))
+    with pytest.raises(tg.SignatureError, match="x on GPU 0; y on GPU 1"):
+        g.replay(x0, x1)

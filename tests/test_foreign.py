@@ -627,3 +627,19 @@ def test_a_moved_input_of_a_library_call_is_captured_again_not_copied():
         f(xs[k], out)
         np.testing.assert_array_equal(out.copy_to_host(), 3 * (k + 1))
     assert fake.counts["set_child_graph"] - before == 2  # the two moves
+
+
+def test_a_library_call_given_a_tuple_of_arrays_is_refused(backend):
+    lines = []
+
+    @tg.compile(backend=backend)
+    def f(x, y):
+        out = tg.empty_like(x)
+        lines.append(_line())
+        tg.library(lambda stream, xs, o: None, (x, y), out, writes=[out],
+                   sim=lambda xs, o: None)
+        return out
+
+    with pytest.raises(tg.TraceError, match="tuple holding arrays") as e:
+        f(np.ones(4, np.float32), np.ones(4, np.float32))
+    assert e.value.where == f"{__file__}:{lines[0]}"

@@ -278,8 +278,10 @@ class CompiledFunction:
         if not self._cache:
             return SignatureError(f"{name}.replay() was called before anything was compiled",
                                   where=where, fix=f"call {name}(...) once to trace and compile")
+        _device_of(call, name)  # arrays on two GPUs: that error
         best = min(self._cache.entries.values(), key=lambda e: _distance(e.key, call.key))
-        diffs = describe_mismatch(best.program, call, self._calls.positional_names)
+        diffs = _device_diffs(best.key, call) or \
+            describe_mismatch(best.program, call, self._calls.positional_names)
         if best.key == call.key and best.captured:  # same arguments, other captured overlap
             diffs = [_captured_overlap(best.program, call)]
         known = len(self._cache)
@@ -311,6 +313,20 @@ class BoundCompiledFunction:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._fn, name)
+
+
+def _device_diffs(key: tuple, call: Call) -> list[str]:
+    """Arguments on another GPU than in the compiled call (an array's key ends with its
+    device, signature/call.py array_key)."""
+    said: list[str] = []
+    if len(key) != len(call.key):
+        return said
+    for old, info, path in zip(key[1:], call.infos, call.paths):
+        if info is not None and isinstance(old, tuple) and len(old) == 7 and \
+                old[0] == info.placement and old[6] != info.device:
+            said.append(f"argument {path}: on GPU {info.device} here, on GPU {old[6]} in the "
+                        "compiled call (a graph runs on the GPU of its arrays)")
+    return said
 
 
 def _captured_overlap(program: Program, call: Call) -> str:

@@ -12,11 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from .. import pytree
 from ..errors import TraceError
 from ..ir import Access, ForeignKernel, LibraryCall, NodeAttributes, Op, OpKind, View
 from ..ir import Launch as LaunchData
 from ..location import user_location
-from ..traced import DynamicScalar
+from ..traced import Array, DynamicScalar
 from .functions import _active
 
 
@@ -174,6 +175,12 @@ def _foreign_arg(tracer: Any, a: Any, i: int, label: str, where: str,
                          "kernel's parameter types are not known, so scalars must say their "
                          "C type", where=where,
                          fix="pass a NumPy scalar, e.g. np.int32(n) or np.float32(x)")
+    if isinstance(a, (tuple, list, dict)) and any(
+            isinstance(x, (Array, np.ndarray)) or hasattr(x, "__cuda_array_interface__")
+            for x in pytree.flatten(a)[0]):
+        raise TraceError(f"argument {i} of {label} is a {type(a).__name__} holding arrays, "
+                         "whose reads and writes tracegraph cannot order", where=where,
+                         fix="pass each array as an argument of its own")
     return a
 
 
