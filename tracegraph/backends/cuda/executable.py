@@ -65,6 +65,7 @@ class CudaExecutable:
         self.armed: tuple | None = None  # the last call's leaves (weakly), when plain
         self._armed_infos: list = []
         self._armed_disjoint = False
+        self._armed_arrays = 0
         self._default_stream = self.platform.stream(None)
 
     @property
@@ -106,6 +107,7 @@ class CudaExecutable:
                 self.armed = tuple(map(weak, leaves))
                 self._armed_infos = list(infos)
                 self._armed_disjoint = disjoint(infos)
+                self._armed_arrays = sum(i is not None for i in infos)
             return r.results(leaves)
 
     def replay_same(self, args: tuple) -> Any:
@@ -154,7 +156,9 @@ class CudaExecutable:
                     info.readonly != old.readonly or info.device != old.device:
                 return None
             infos[k] = info
-        if not self._armed_disjoint or not disjoint(infos):
+        if not self._armed_disjoint:
+            return None
+        if self._armed_arrays > 1 and not disjoint(infos):
             return None  # sharing memory is another signature
         return infos
 
