@@ -635,3 +635,24 @@ def test_a_replay_on_another_gpu_says_so(backend, fake_devices):
     g(x0, cuda.to_device(np.ones(8)))
     with pytest.raises(tg.SignatureError, match="x on GPU 0; y on GPU 1"):
         g.replay(x0, x1)
+
+
+@pytest.mark.fake_platform
+def test_a_failed_re_point_is_retried_on_the_next_call(monkeypatch):
+    from tracegraph.backends.cuda import fake_graph
+    step = _moving_reader()
+    xs = [cuda.to_device(np.arange(N, dtype=np.float64) + k) for k in range(2)]
+    step(xs[0])
+    real = fake_graph.FakeKernelPatch.apply
+    failures = [1]
+
+    def flaky(self, slots, base):
+        if failures:
+            failures.pop()
+            raise RuntimeError("CUDA_ERROR_INVALID_VALUE")
+        return real(self, slots, base)
+    monkeypatch.setattr(fake_graph.FakeKernelPatch, "apply", flaky)
+    with pytest.raises(tg.CudaError):
+        step(xs[1])
+    out = step(xs[1])  # re-pointed now: not taken for pointed at xs[1] already
+    np.testing.assert_array_equal(out.copy_to_host(), np.outer([1, 2, 3], xs[1].copy_to_host()))

@@ -643,3 +643,31 @@ def test_a_library_call_given_a_tuple_of_arrays_is_refused(backend):
     with pytest.raises(tg.TraceError, match="tuple holding arrays") as e:
         f(np.ones(4, np.float32), np.ones(4, np.float32))
     assert e.value.where == f"{__file__}:{lines[0]}"
+
+
+@pytest.mark.fake_platform
+def test_a_failed_capture_after_a_move_is_retried_on_the_next_call(monkeypatch):
+    from tracegraph.backends.cuda.fake import FakePlatform
+
+    @tg.compile(backend="cuda")
+    def f(x, out):
+        tg.library(_scale_library, x, out, reads=[x], writes=[out], sim=_scale_sim)
+
+    xs = [cuda.to_device(np.full(N, k + 1, np.float32)) for k in range(2)]
+    out = cuda.device_array(N, np.float32)
+    f(xs[0], out)
+    real = FakePlatform.capture_library
+    failures = [1]
+
+    def flaky(self, node, args, warm=True):
+        if not warm and failures:
+            failures.pop()
+            raise RuntimeError("no capture this time")
+        return real(self, node, args, warm)
+    monkeypatch.setattr(FakePlatform, "capture_library", flaky)
+    with pytest.raises(tg.CudaError, match="no capture this time"):
+        f(xs[1], out)
+    f(xs[1], out)  # the same arrays again: captured now, not taken as pointed at
+    np.testing.assert_array_equal(out.copy_to_host(), 6)
+    f(xs[0], out)
+    np.testing.assert_array_equal(out.copy_to_host(), 3)

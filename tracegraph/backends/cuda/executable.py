@@ -133,6 +133,7 @@ class CudaExecutable:
                 if infos is None:
                     return MISS
                 self._raise_callback_errors()
+                self.armed = None  # until the graph points at these
                 r.follow_device_inputs(infos)
                 self.armed, self._armed_infos = tuple(map(weak, args)), infos
             else:

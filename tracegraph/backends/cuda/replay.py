@@ -24,6 +24,9 @@ from .platform import error_name
 
 log = logging.getLogger("tracegraph.backends.cuda")
 
+_NOWHERE = -1  # a buffer address no array has: its nodes are re-pointed on the next call
+_NOWHERE_VALUE = object()  # a dynamic scalar's value no call has: patched on the next call
+
 
 class Replayer:
     def __init__(self, plan: Plan, table: ReplayTable, memory: GraphMemory, platform: Any,
@@ -89,7 +92,11 @@ class Replayer:
             return True
         for w in moved:
             if w.mode == "copy":
-                self._point_copies(w)
+                try:
+                    self._point_copies(w)
+                except BaseException:
+                    base[w.buffer] = _NOWHERE  # not pointed: the next call tries again
+                    raise
             else:
                 self.repoint(w.buffer, base[w.buffer])
         return False
@@ -100,7 +107,7 @@ class Replayer:
             value = leaves[leaf]
             if value is held or value == held:
                 continue
-            self.scalar_values[leaf] = value
+            self.scalar_values[leaf] = _NOWHERE_VALUE  # until every node holds the value
             per_node: dict[int, list] = {}
             for node, pos in self.plan.scalar_slots[leaf]:
                 slot = self.plan.nodes[node].params[pos]
@@ -108,6 +115,7 @@ class Replayer:
                 per_node.setdefault(node, []).append((pos, value))
             for node, values in per_node.items():
                 self._kernel_patch(node).apply_values(values)
+            self.scalar_values[leaf] = value
 
     def _kernel_patch(self, index: int) -> Any:
         patch = self._patches.get(index)
@@ -171,19 +179,27 @@ class Replayer:
     # -- re-pointing ------------------------------------------------------------------
     def repoint(self, buffer: int, base: int) -> None:
         self.memory.base[buffer] = base
-        for node, slots in self.slots.get(buffer, {}).items():
-            self._patch(node, buffer, base, slots)
-        for index in self.library_users.get(buffer, ()):
-            user = self.plan.nodes[index]
-            try:
-                self.recapture(self.built, user)
-            except (CudaError, LoweringError):
-                raise
-            except Exception as exc:
-                raise CudaError(f"capturing a library call again over a moved array failed: "
-                                f"{exc}", error_name=error_name(exc),
-                                call="cuGraphExecChildGraphNodeSetParams", node=label(user),
-                                where=user.location) from exc
+        try:
+            for node, slots in self.slots.get(buffer, {}).items():
+                self._patch(node, buffer, base, slots)
+            for index in self.library_users.get(buffer, ()):
+                self._recapture(self.plan.nodes[index])
+        except BaseException:
+            # some node still uses the old address: the next call must not take the graph
+            # for pointed at this one
+            self.memory.base[buffer] = _NOWHERE
+            raise
+
+    def _recapture(self, user: Any) -> None:
+        try:
+            self.recapture(self.built, user)
+        except (CudaError, LoweringError):
+            raise
+        except Exception as exc:
+            raise CudaError(f"capturing a library call again over a moved array failed: "
+                            f"{exc}", error_name=error_name(exc),
+                            call="cuGraphExecChildGraphNodeSetParams", node=label(user),
+                            where=user.location) from exc
 
     def _patch(self, index: int, buffer: int, base: int, slots: list) -> None:
         built = self.built
