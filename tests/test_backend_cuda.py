@@ -656,3 +656,38 @@ def test_a_failed_re_point_is_retried_on_the_next_call(monkeypatch):
         step(xs[1])
     out = step(xs[1])  # re-pointed now: not taken for pointed at xs[1] already
     np.testing.assert_array_equal(out.copy_to_host(), np.outer([1, 2, 3], xs[1].copy_to_host()))
+
+
+@pytest.mark.fake_platform
+def test_simulated_ranks_on_two_gpus_run_the_cuda_backend(fake_devices):
+    """Each rank's graph on its own (made-up) GPU, with its own stream: a collective in
+    one rank's launch waits for the other rank's, as NCCL ranks in two processes do."""
+    import threading
+
+    @tg.compile(backend="cuda")
+    def step(x, comm):
+        axpb[2, 32](x, 2.0, 0.0)
+        tg.allreduce(x, comm=comm)
+        axpb[2, 32](x, 1.0, 1.0)
+        return x
+
+    comms = tg.sim_group(2, timeout=30)
+    xs = [cuda.to_device(np.full(N, float(r + 1))) for r in range(2)]
+    fake_devices[id(xs[1])] = 1
+    errors = []
+
+    def rank(r):
+        try:
+            for _ in range(2):
+                step(xs[r], comms[r])
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    for x in xs:  # (2 + 4) + 1 = 7, then (14 + 14) + 1 = 29 on both
+        np.testing.assert_array_equal(to_host(x), 29.0)
+    assert sorted(e.executable.device for e in step.compiled) == [0, 1]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import random
 import sys
+import threading
 from collections import Counter
 from typing import Any
 
@@ -52,6 +53,7 @@ class FakePlatform:
         if not _numba.SIMULATOR:
             raise RuntimeError("the fake CUDA platform runs under NUMBA_ENABLE_CUDASIM=1")
         self.device_id = device_id
+        self.stream_order = threading.RLock()  # this device's one stream (fake_graph.py)
         self.counts: Counter[str] = Counter()
         self._memory: list[np.ndarray] = []
         seed = config.sim_order_seed()

@@ -4,7 +4,6 @@ one in-order stream, and conditional nodes' conditions. fake.py's FakePlatform r
 nodes."""
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -152,9 +151,9 @@ class FakeGraph:
     def launch(self, stream: Any) -> None:  # noqa: ARG002 - the Platform interface
         if self.is_closed:
             raise RuntimeError("launch of a closed graph")
-        # every launch goes to the stand-in's one stream, which runs graphs one after
-        # another: two threads' launches never interleave their nodes
-        with _STREAM_ORDER:
+        # every launch goes to its device's one stream, which runs graphs one after
+        # another: two threads' launches on one device never interleave their nodes
+        with self.platform.stream_order:
             self.platform.counts["launch"] += 1
             for i in self.platform.order(self.preds):
                 self.platform.run_node(self.kinds[i], self.params[i])
@@ -197,9 +196,6 @@ class FakeKernelPatch:
         args = self.graph.params[self.index]["args"]
         for pos, value in values:
             args[pos] = type(args[pos])(value)
-
-
-_STREAM_ORDER = threading.RLock()
 
 
 class FakeStream:
