@@ -80,8 +80,7 @@ def _as3(x: Array, z: int, batch: bool, rows: bool, cols: bool) -> Array:
 def _cublas_matmul(a: Array, b: Array, out: Array) -> bool:
     """out = a @ b as a cuBLAS library node, when the engine and the layouts allow it."""
     from ..backends.cuda import cublas
-    engine = config.matmul_engine()
-    if engine == "kernel" or (engine == "auto" and not cublas.available()):
+    if not _cublas_engine():
         return False
     dtype = np.dtype(out.dtype)
     if dtype not in (np.float32, np.float64) or a.dtype != dtype or b.dtype != dtype:
@@ -96,6 +95,13 @@ def _cublas_matmul(a: Array, b: Array, out: Array) -> bool:
     library(cublas.gemm(m, n, k, oa, ob, oc.ld, dtype), a, b, out, workspace,
             reads=[a, b], writes=[out, workspace], sim=_numpy_matmul, name="cublas_gemm")
     return True
+
+
+def _cublas_engine() -> bool:
+    """Products go to cuBLAS (TRACEGRAPH_MATMUL, docs/api.md)."""
+    from ..backends.cuda import cublas
+    engine = config.matmul_engine()
+    return engine == "cublas" or (engine == "auto" and cublas.available())
 
 
 def _cublas_operands(a: Array, b: Array, out: Array) -> tuple | None:
@@ -212,8 +218,7 @@ def _cublaslt_linear(x: Array, w: Array, bias: Array | None, use_relu: bool, out
     """out = act(x @ w + bias) as one cuBLASLt node, where the engine, dtypes and layouts
     allow (only into a given out: a new result goes through matmul's own out)."""
     from ..backends.cuda import cublas
-    engine = config.matmul_engine()
-    if out is None or engine == "kernel" or (engine == "auto" and not cublas.available()):
+    if out is None or not _cublas_engine():
         return False
     result = B.require_array("linear", out, "out")
     dtype = np.dtype(result.dtype)

@@ -11,8 +11,22 @@ from .arguments import (
     disjoint,
     has_fixed_metadata,
 )
-from .call import Call, CallAnalyzer, hashable, static_key, weak
+from .call import Call, CallAnalyzer, array_key, hashable, static_key, weak
 from .mismatch import describe_mismatch
 
-__all__ = ["DEVICE", "HOST", "ArrayInfo", "Call", "CallAnalyzer", "alias_groups", "describe",
-           "describe_mismatch", "disjoint", "has_fixed_metadata", "hashable", "static_key", "weak"]
+__all__ = [
+    "DEVICE",
+    "HOST",
+    "ArrayInfo",
+    "Call",
+    "CallAnalyzer",
+    "alias_groups",
+    "array_key",
+    "describe",
+    "describe_mismatch",
+    "disjoint",
+    "has_fixed_metadata",
+    "hashable",
+    "static_key",
+    "weak",
+]
