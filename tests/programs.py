@@ -386,9 +386,26 @@ def programs(draw, max_launches: int = MAX_LAUNCHES) -> Program:
 # running a program: eagerly, or traced (the same Python code)
 
 
-def run_launches(prog: Program, bufs: tuple | list) -> None:
+def _compose(outer: slice, size: int, inner: slice) -> slice:
+    """base[outer][inner] as one slice of base (a base of `size` elements)."""
+    r = range(*outer.indices(size))[inner]
+    return slice(r.start, r.stop if r.stop >= 0 else None, r.step)
+
+
+def run_launches(prog: Program, bufs: tuple | list, roots: tuple | list = ()) -> None:
+    """`roots[k]`, where given, is (base array, slice) with bufs[k] = base[slice]: views of
+    it are taken from the base in one step, since numba-cuda 0.30 slices a device array
+    with negative strides wrongly (an empty array at a wrong address; its dummyarray's
+    Dim.__getitem__ steps by abs(stride))."""
+    def view(v: View) -> Any:
+        root = roots[v.buf] if v.buf < len(roots) else None
+        if root is None:
+            return bufs[v.buf][v.index()]
+        base, outer = root
+        return base[_compose(outer, base.shape[0], v.index())]
+
     for launch in prog.launches:
-        args: list[Any] = [bufs[v.buf][v.index()] for v in launch.views]
+        args: list[Any] = [view(v) for v in launch.views]
         if launch.scalar is not None:
             args.append(launch.scalar)
         KERNELS[launch.kernel].fn[launch.blocks, launch.tpb](*args)
@@ -398,12 +415,17 @@ def _captured_views(prog: Program, bases: list) -> tuple:
     return tuple(bases[c.base][c.index()] for c in prog.captured)
 
 
-def traced(prog: Program, captured: tuple = ()):
+def _captured_roots(prog: Program, bases: list) -> tuple:
+    return tuple((bases[c.base], c.index()) for c in prog.captured)
+
+
+def traced(prog: Program, captured: tuple = (), captured_roots: tuple = ()):
     """The program as the Python function tracegraph compiles; it closes over the
-    captured views (device arrays made outside it)."""
+    captured views (device arrays made outside it, with their roots for run_launches)."""
     def program(*inputs):
         temps = tuple(tg.zeros(t.size, np.dtype(t.dtype)) for t in prog.temps)
-        run_launches(prog, inputs + captured + temps)
+        roots = (None,) * len(inputs) + captured_roots
+        run_launches(prog, inputs + captured + temps, roots)
         return (inputs if prog.returns_inputs else ()) + temps
     return program
 
@@ -448,8 +470,10 @@ def eager(prog: Program, calls: tuple[int, ...] = (0,)) -> tuple[list[np.ndarray
         bases = [captured[k] if k in captured else cuda.to_device(a)
                  for k, a in enumerate(initial(prog, variant))]
         temps = [cuda.to_device(np.zeros(t.size, t.dtype)) for t in prog.temps]
+        roots = tuple((bases[i.base], i.index()) for i in prog.inputs) \
+            + _captured_roots(prog, bases)
         run_launches(prog, caller_arguments(prog, bases) + _captured_views(prog, bases)
-                     + tuple(temps))
+                     + tuple(temps), roots)
         states.append(_state(bases, temps))
     return tuple(states)
 
@@ -475,8 +499,9 @@ class Compiled:
     def __init__(self, prog: Program, backend: str):
         self.prog = prog
         self.captured = _captured_bases(prog)
-        views = _captured_views(prog, [self.captured.get(k) for k in range(len(prog.bases))])
-        self.f = tg.compile(traced(prog, views), backend=backend)
+        bases = [self.captured.get(k) for k in range(len(prog.bases))]
+        self.f = tg.compile(traced(prog, _captured_views(prog, bases),
+                                   _captured_roots(prog, bases)), backend=backend)
 
     def _arguments(self, variant: int) -> tuple[list, tuple]:
         bases = [self.captured[k] if k in self.captured

@@ -219,6 +219,7 @@ def _free_device_memory():
     return free
 
 
+@pytest.mark.gpu_memory
 def test_device_memory_flat_over_replays_and_compiles(gpu):
     x, y = cuda.to_device(np.ones(1 << 16)), cuda.to_device(np.ones(1 << 16))
     f = diamond("cuda")

@@ -293,6 +293,7 @@ def _free_device_memory():
     return context.get_memory_info()[0]
 
 
+@pytest.mark.gpu_memory
 def test_copy_buffers_are_freed(gpu, monkeypatch):
     monkeypatch.setenv(config.MOVED_INPUTS, "copy")
     x = cuda.to_device(np.ones(1 << 18))  # 2 MiB per static copy

@@ -227,8 +227,9 @@ def _block_sums(x, out):
 def _block_votes(x, out):
     """syncthreads_count per block in a cooperative launch (the grid syncs), where the
     simulator runs the blocks at once: each block counts only its own threads' votes."""
-    out[cuda.blockIdx.x, cuda.threadIdx.x] = cuda.syncthreads_count(
-        x[cuda.blockIdx.x, cuda.threadIdx.x] > 0)
+    # an int predicate: Numba on a GPU types syncthreads_count(bool) as an error
+    vote = 1 if x[cuda.blockIdx.x, cuda.threadIdx.x] > 0 else 0
+    out[cuda.blockIdx.x, cuda.threadIdx.x] = cuda.syncthreads_count(vote)
     cuda.cg.this_grid().sync()
 
 
