@@ -79,6 +79,20 @@ def launches(results: dict) -> None:
         "cuda.bindings cuGraphLaunch": per_call_us(lambda i: driver.cuGraphLaunch(exec_obj, 0)),
         "ctypes cuGraphLaunch": per_call_us(lambda i: raw(handle, None)),
     }
+    from tracegraph.backends.cuda.platform import _c_launch
+    c_launch = _c_launch()
+    if c_launch is not None:
+        results["launch_us"]["tracegraph C helper cuGraphLaunch"] = per_call_us(
+            lambda i: c_launch(handle, 0))
+
+    os.environ["TRACEGRAPH_C_LAUNCH"] = "0"  # read when a graph's launcher is first made
+    @tg.compile
+    def one_core(x):
+        axpb[4, 256](x, 1.0001, 0.5)
+    one_core(xs[0])
+    one_core.replay(xs[0])
+    del os.environ["TRACEGRAPH_C_LAUNCH"]
+    results["replay_us_cuda_core_launch"] = per_call_us(lambda i: one_core.replay(xs[0]))
     results["replay_us"] = {
         "unchanged": per_call_us(lambda i: one.replay(xs[0])),
         "moved (ping-pong)": per_call_us(lambda i: one.replay(xs[i & 1])),

@@ -692,3 +692,41 @@ def test_simulated_ranks_on_two_gpus_run_the_cuda_backend(fake_devices):
     for x in xs:  # (2 + 4) + 1 = 7, then (14 + 14) + 1 = 29 on both
         np.testing.assert_array_equal(to_host(x), 29.0)
     assert sorted(e.executable.device for e in step.compiled) == [0, 1]
+
+
+def test_replays_launch_through_the_c_helper_where_it_is_built(gpu, monkeypatch):
+    """setup.py builds backends/cuda/_graphlaunch.c (the GPU scripts build it in place);
+    replays on the default stream launch through it, with TRACEGRAPH_C_LAUNCH=0 through
+    cuda.core, with the same results."""
+    from tracegraph.backends.cuda.platform import _c_launch
+    assert _c_launch() is not None, "build it: python setup.py build_ext --inplace"
+    for flag in ("1", "0"):
+        monkeypatch.setenv("TRACEGRAPH_C_LAUNCH", flag)
+        x, y = cuda.to_device(np.arange(N, dtype=np.float64)), cuda.to_device(np.ones(N))
+        f = diamond("cuda")
+        want = None
+        for _ in range(3):
+            got = f.replay(x, y) if want is not None else f(x, y)
+            want = got.copy_to_host() if want is None else want
+            np.testing.assert_array_equal(got.copy_to_host(), want)
+        launcher = f.compiled[0].executable._launcher[1]
+        assert (getattr(launcher.func, "__module__", "") or "").endswith("_graphlaunch") \
+            == (flag == "1")
+
+
+@pytest.mark.fake_platform
+def test_a_graph_s_default_stream_launcher_is_made_once_and_remade_after_a_rebuild():
+    fake = _fake()
+    step = _moving_reader()
+    x = cuda.to_device(np.arange(N, dtype=np.float64))
+    step(x)
+    before = dict(fake.counts)
+    for _ in range(5):
+        step.replay(x)
+    assert fake.counts["launch"] - before.get("launch", 0) == 5
+    assert fake.counts["graph_launcher"] == before.get("graph_launcher", 0)
+    exe = step.compiled[0].executable
+    exe.builder.instantiate(exe.built)  # a new instantiated graph: a new launcher
+    out = step.replay(x)
+    assert fake.counts["graph_launcher"] == before.get("graph_launcher", 0) + 1
+    np.testing.assert_array_equal(out.copy_to_host(), np.outer([1, 2, 3], x.copy_to_host()))

@@ -11,6 +11,7 @@ MOVED_INPUTS = "TRACEGRAPH_MOVED_INPUTS"  # auto | repoint | copy: how cuda foll
 MOVED_INPUTS_MODES = ("auto", "repoint", "copy")
 CUDA_PLATFORM = "TRACEGRAPH_CUDA_PLATFORM"  # "fake": the cuda backend on the CPU (tests)
 MATMUL = "TRACEGRAPH_MATMUL"  # auto | cublas | kernel: what tracegraph.ops.matmul runs
+C_LAUNCH = "TRACEGRAPH_C_LAUNCH"  # 1 (default) | 0: replays launch through the C helper
 
 
 def backend_override() -> str | None:
@@ -51,6 +52,12 @@ def matmul_engine() -> str:
         raise TracegraphError(f"{MATMUL}={value!r} is not a known engine",
                               fix="set it to auto, cublas or kernel, or leave it unset")
     return value
+
+
+def c_launch() -> bool:
+    """Whether replays on the default stream launch through the optional C helper
+    (backends/cuda/_graphlaunch.c) where it is built; 0 launches through cuda.core."""
+    return os.environ.get(C_LAUNCH, "1").strip() != "0"
 
 
 def sim_order_seed() -> int | None:

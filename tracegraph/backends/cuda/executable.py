@@ -74,6 +74,8 @@ class CudaExecutable:
         self._armed_disjoint = False
         self._armed_arrays = 0
         self._default_stream = self.platform.stream(None)
+        # (graph, its launcher on the default stream): made again when the graph is replaced
+        self._launcher: tuple[Any, Any] = (None, None)
 
     @property
     def gdef(self) -> Any:
@@ -122,11 +124,11 @@ class CudaExecutable:
         already points at them, so only held results move and the graph launches. Device
         arrays in place of some of them, of the same signature (shape, dtype, strides,
         placement, none sharing memory, as none did), are followed by re-pointing. MISS
-        when it does not apply."""
+        when it does not apply. The host time of this path is the library's replay cost
+        (docs/performance.md, W7): keep it to attribute reads and the launch."""
         armed = self.armed
-        if armed is None or len(armed) != len(args):
-            return MISS
-        if getattr(_thread, "platform", None) is not self.platform:
+        if armed is None or len(armed) != len(args) \
+                or getattr(_thread, "platform", None) is not self.platform:
             return MISS  # a thread's first call: the full path makes the device current
         with self._lock:
             armed = self.armed  # another thread's call may have moved the graph since
@@ -143,12 +145,19 @@ class CudaExecutable:
                 self.armed = None  # until the graph points at these
                 r.follow_device_inputs(infos)
                 self.armed, self._armed_infos = tuple(map(weak, args)), infos
-            else:
+            elif self._callback_errors:
                 self._raise_callback_errors()
             if self.table.results:
                 r.free_results()
-            self._launch(None)
-            return r.results(list(args))
+            launcher = self._launcher
+            if launcher[0] is self.built.graph and self.memory.arena_allocation is None:
+                try:
+                    launcher[1]()
+                except Exception as exc:
+                    raise self._fault(exc, "cuGraphLaunch") from exc
+            else:
+                self._launch(None)
+            return r.results(args)
 
     def _moved(self, args: tuple, moved: list[int]) -> list | None:
         """The infos of the armed call with arguments `moved` replaced by these, if the
@@ -176,7 +185,14 @@ class CudaExecutable:
         if shared:
             self._after_the_arena_s_last_launch(s)
         try:
-            self.built.graph.launch(s)
+            graph = self.built.graph
+            if stream is not None:
+                graph.launch(s)
+            elif self._launcher[0] is graph:
+                self._launcher[1]()
+            else:
+                self._launcher = (graph, self.platform.graph_launcher(graph, s))
+                self._launcher[1]()
         except TracegraphError:  # the CPU stand-in running a sim= function: as on sim
             raise
         except Exception as exc:

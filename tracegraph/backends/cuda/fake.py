@@ -14,6 +14,7 @@ backend asked for, so tests can check the cost of a replay.
 from __future__ import annotations
 
 import ctypes
+import functools
 import random
 import sys
 import threading
@@ -101,6 +102,10 @@ class FakePlatform:
         return self._stream
 
     _stream = FakeStream()
+
+    def graph_launcher(self, graph: Any, stream: Any) -> Any:
+        self.counts["graph_launcher"] += 1
+        return functools.partial(graph.launch, stream)
 
     def synchronize(self) -> None:
         self.counts["synchronize"] += 1

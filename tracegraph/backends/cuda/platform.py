@@ -6,13 +6,16 @@ overloads). fake.py implements the same interface on the CPU for tests.
 Measured on an H200 (docs/performance.md): re-pointing a kernel node through cuda.core's
 node update re-marshals every argument (about 22 us), through cuGraphExecKernelNodeSetParams
 on parameter storage we own about 1.5 us; a memcpy node re-points faster through cuda.core
-(1.1 us) than through the driver's CUDA_MEMCPY3D (2.2 us); launching costs the same both
-ways (3.2 vs 3.4 us), so cuda.core launches.
+(1.1 us) than through the driver's CUDA_MEMCPY3D (2.2 us); launching through cuda.core
+(3.2 us) and cuda.bindings (3.4 us) costs about 1 us more than CuPy's Cython launch, so a
+replay on the default stream launches through a small C helper where it is built.
 """
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -38,6 +41,7 @@ class Platform(Protocol):
     def device_view(self, owner: Any, offset: int, shape: tuple, strides: tuple,
                     dtype: np.dtype) -> Any: ...
     def stream(self, user_stream: Any) -> Any: ...
+    def graph_launcher(self, graph: Any, stream: Any) -> Callable[[], None]: ...
     def synchronize(self) -> None: ...
     def is_pinned(self, address: int, nbytes: int) -> bool: ...
     def kernel_patch(self, graph: Any, node: Any, args: list) -> Any: ...
@@ -143,6 +147,14 @@ class CudaPlatform:
 
     def stream(self, user_stream: Any) -> Any:
         return handles.core_stream(user_stream or 0)
+
+    def graph_launcher(self, graph: Any, stream: Any) -> Callable[[], None]:
+        """A call of no arguments launching the instantiated `graph` on `stream`: the driver's
+        cuGraphLaunch straight from C where the optional helper is built, else cuda.core."""
+        c_launch = _c_launch()
+        if c_launch is None:
+            return functools.partial(graph.launch, stream)
+        return functools.partial(c_launch, int(graph.handle), int(stream.handle))
 
     def synchronize(self) -> None:
         self.device.sync()
@@ -276,6 +288,18 @@ def _core_kernel(kernel: ForeignKernel) -> Any:
     if isinstance(handle, Kernel):
         return handle
     return Kernel.from_handle(int(handle.kernel.ptr))
+
+
+def _c_launch() -> Callable[[int, int], None] | None:
+    """The C helper's launch (setup.py builds it where a C compiler is), if built and wanted."""
+    from ... import config
+    if not config.c_launch():
+        return None
+    try:
+        from ._graphlaunch import launch  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return None
+    return launch
 
 
 _platforms: dict[int | None, Any] = {}  # device ordinal -> its platform

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -158,7 +159,7 @@ class Replayer:
                 leaves[leaf][...] = np.ndarray(view.shape, view.dtype, buffer=owner,
                                                offset=view.offset, strides=view.strides)
 
-    def results(self, leaves: list) -> Any:
+    def results(self, leaves: Sequence[Any]) -> Any:
         single = self.table.single_output
         if single is not None:
             return self._output(single, leaves)
@@ -167,7 +168,7 @@ class Replayer:
         return pytree.unflatten(self.plan.output_tree,
                                 [self._output(o, leaves) for o in self.plan.outputs])
 
-    def _output(self, out: Any, leaves: list) -> Any:
+    def _output(self, out: Any, leaves: Sequence[Any]) -> Any:
         if out.kind == OutputKind.STATIC:
             return out.value
         if out.kind == OutputKind.INPUT:
