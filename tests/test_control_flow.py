@@ -227,3 +227,37 @@ def test_visualize_draws_bodies_as_clusters(backend):
     shrink(np.full(8, 4.0))
     dot = tg.visualize(shrink)
     assert "shape=diamond" in dot and 'label="loop body"' in dot and "style=dashed" in dot
+
+
+@cuda.jit
+def _increment(a):
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] += 1
+
+
+def test_if_and_switch_follow_a_flag_argument_that_moves(backend):
+    """The helper node that reads an if's flag (a switch's index) reads a graph-owned copy:
+    a later call with the flag in another device array takes that array's branch."""
+    def step_if(flag, o):
+        with tg.if_(flag):
+            _increment[1, 32](o)
+
+    def step_switch(k, o):
+        with tg.switch(k, 2) as cases:
+            with cases[0]:
+                _increment[1, 32](o)
+            with cases[1]:
+                _increment[1, 32](o)
+                _increment[1, 32](o)
+
+    f_if, f_switch = tg.compile(step_if, backend=backend), tg.compile(step_switch, backend=backend)
+    f_if(cuda.to_device(np.array([1], np.int32)), cuda.to_device(np.zeros(4)))
+    f_switch(cuda.to_device(np.array([1], np.int64)), cuda.to_device(np.zeros(4)))
+    for flag in (0, 1, 0):
+        o = cuda.to_device(np.zeros(4))
+        f_if.replay(cuda.to_device(np.array([flag], np.int32)), o)
+        np.testing.assert_array_equal(o.copy_to_host(), [flag] * 4)
+        o = cuda.to_device(np.zeros(4))
+        f_switch.replay(cuda.to_device(np.array([flag], np.int64)), o)
+        np.testing.assert_array_equal(o.copy_to_host(), [flag + 1] * 4)

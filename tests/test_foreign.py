@@ -671,3 +671,27 @@ def test_a_failed_capture_after_a_move_is_retried_on_the_next_call(monkeypatch):
     np.testing.assert_array_equal(out.copy_to_host(), 6)
     f(xs[0], out)
     np.testing.assert_array_equal(out.copy_to_host(), 3)
+
+
+@pytest.mark.fake_platform
+def test_a_library_call_whose_two_arguments_moved_is_captured_again_once():
+    """Once, over both new addresses: a capture over the new x and the old out would touch
+    an array the caller may have freed (on the H200, CuPy then failed: invalid device)."""
+    from tracegraph.backends.cuda import platform
+    fake = platform.platform()
+
+    @tg.compile(backend="cuda")
+    def f(x, out):
+        tg.library(_scale_library, x, out, reads=[x], writes=[out], sim=_scale_sim)
+        double[2, 8](out)
+
+    kept = [cuda.to_device(np.ones(N, np.float32)), cuda.device_array(N, np.float32)]
+    f(*kept)
+    for k in range(3):
+        x = cuda.to_device(np.full(N, k + 1, np.float32))
+        out = cuda.device_array(N, np.float32)
+        kept += [x, out]  # alive: new addresses each time
+        before = fake.counts["capture_library"]
+        f(x, out)
+        assert fake.counts["capture_library"] - before == 1
+        np.testing.assert_array_equal(out.copy_to_host(), 6 * (k + 1))

@@ -29,18 +29,17 @@ def body_buffers(ops: list[Op] | tuple[Op, ...], libraries: bool = True) -> set[
     """Buffers a node the graph never re-points touches: a library call's (with
     `libraries`: the cuda backend captures it again when a device input moves, but a held
     result is moved by re-pointing alone), and those of the ops inside a body (at any
-    depth), with a loop's flag and counter, which a helper node at the end of the body
-    reads and writes."""
+    depth), with a construct's flag (and a loop's counter), which the helper nodes that
+    set the condition read at a fixed address."""
     found: set[int] = set()
     for op in ops:
         if op.kind == OpKind.LIBRARY and libraries:
             found.update(a.buffer for a in op.accesses)
         if op.kind == OpKind.CONDITIONAL:
             c = op.conditional
-            if c.kind == "while":
-                found.add(c.flag.buffer)
-                if c.counter is not None:
-                    found.add(c.counter.buffer)
+            found.add(c.flag.buffer)
+            if c.counter is not None:
+                found.add(c.counter.buffer)
             for body in c.bodies:
                 for inner in body:
                     found.update(a.buffer for a in inner.accesses)

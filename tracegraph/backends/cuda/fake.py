@@ -141,6 +141,7 @@ class FakePlatform:
     def capture_library(self, node: Any, args: list, warm: bool = True) -> Any:  # noqa: ARG002
         """The call as a one-node child graph that runs its sim= function on the memory at
         the addresses it was given."""
+        self.counts["capture_library"] += 1
         fn = sim_function(node.op)
         gdef = FakeGraphDefinition(self)
 

@@ -67,10 +67,31 @@ class Replayer:
     # -- the steps ------------------------------------------------------------------
     def follow_device_inputs(self, infos: list) -> None:
         base = self.memory.base
-        for leaf, buffer, offset in self.device_inputs:
-            address = infos[leaf].ptr - offset
-            if base[buffer] != address:
-                self.repoint(buffer, address)
+        moved = [(buffer, infos[leaf].ptr - offset) for leaf, buffer, offset in self.device_inputs
+                 if base[buffer] != infos[leaf].ptr - offset]
+        if len(moved) == 1:
+            self.repoint(*moved[0])
+        elif moved:
+            self._repoint_together(moved)
+
+    def _repoint_together(self, moved: list[tuple[int, int]]) -> None:
+        """Several inputs moved: a library call using two of them is captured again once,
+        over all the new addresses (a capture over one new and one old address could touch
+        an array the caller has freed since)."""
+        base = self.memory.base
+        users: set[int] = set()
+        try:
+            for buffer, address in moved:
+                base[buffer] = address
+            for buffer, address in moved:
+                self.repoint(buffer, address, recapture=False)
+                users.update(self.library_users.get(buffer, ()))
+            for index in sorted(users):
+                self._recapture(self.plan.nodes[index])
+        except BaseException:
+            for buffer, _ in moved:  # not (all) pointed: the next call tries again
+                base[buffer] = _NOWHERE
+            raise
 
     def follow_watched(self, infos: list) -> bool:
         """Moved watched inputs: True when a policy switched way (the graph must be rebuilt
@@ -178,12 +199,12 @@ class Replayer:
         return self.memory.result(out.view, host=out.kind == OutputKind.HOST)
 
     # -- re-pointing ------------------------------------------------------------------
-    def repoint(self, buffer: int, base: int) -> None:
+    def repoint(self, buffer: int, base: int, recapture: bool = True) -> None:
         self.memory.base[buffer] = base
         try:
             for node, slots in self.slots.get(buffer, {}).items():
                 self._patch(node, buffer, base, slots)
-            for index in self.library_users.get(buffer, ()):
+            for index in self.library_users.get(buffer, ()) if recapture else ():
                 self._recapture(self.plan.nodes[index])
         except BaseException:
             # some node still uses the old address: the next call must not take the graph
