@@ -313,3 +313,44 @@ def test_a_zero_length_written_dynamic_argument(backend, place):
         y = np.arange(float(n))
         y = cuda.to_device(y) if place == "device" else y
         np.testing.assert_array_equal(host(f(y)), 2.0 * np.arange(float(n)))
+
+
+@cuda.jit
+def _bump(a):
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        a[i] += 1
+
+
+@cuda.jit
+def _copy_rows(src, dst):
+    i = cuda.grid(1)
+    if i < dst.shape[0]:
+        dst[i] = src[i]
+
+
+@pytest.mark.parametrize("place", ["device", "host", "overlapping views"])
+def test_dynamic_arguments_sharing_memory_are_refused_where_padding_would_split_them(
+        backend, place):
+    """Padding copies each dynamic array on its own: x and y sharing memory would become
+    two memories (a write through x unseen through y). At a bucket's length nothing is
+    padded and the call is eager's."""
+    def body(x, y, out):
+        _bump[1, 64](x)
+        _copy_rows[1, 64](y, out)
+
+    f = tg.compile(body, backend=backend, dynamic={"x": 0, "y": 0, "out": 0}, buckets=(8,))
+
+    def arguments(n):
+        if place == "overlapping views":
+            base = cuda.to_device(np.zeros(n + 2))
+            return base[:n], base[2:n + 2], cuda.to_device(np.zeros(n))
+        a = np.zeros(n) if place == "host" else cuda.to_device(np.zeros(n))
+        return a, a, (np.zeros(n) if place == "host" else cuda.to_device(np.zeros(n)))
+
+    with pytest.raises(tg.SignatureError, match="sharing memory"):
+        f(*arguments(5))
+    x, y, out = arguments(8)
+    f(x, y, out)
+    want = [1.0] * 8 if place != "overlapping views" else [1.0] * 6 + [0.0] * 2
+    np.testing.assert_array_equal(host(out), want)

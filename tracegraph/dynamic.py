@@ -16,7 +16,7 @@ import numpy as np
 from . import _numba
 from .errors import SignatureError, TraceError
 from .location import user_location
-from .signature import ArrayInfo
+from .signature import ArrayInfo, alias_groups
 
 VALUE = "value"  # dynamic={"dt": "value"}: a scalar patched per call
 
@@ -137,12 +137,32 @@ def pad_call(spec: DynamicSpec, leaves: list[Any], paths: list[str],
     b = spec.bucket(n, qualname)
     out, originals = list(leaves), {}
     if b != n:
+        _refuse_shared_memory(axes, infos, paths, qualname)
         for i, axis in axes.items():
             out[i] = _padded(leaves[i], infos[i], axis, n, b, spec.pad_value(paths[i]),
                              written is None or i in written)
             if out[i] is not leaves[i]:
                 originals[i] = leaves[i]
     return Padded(out, n, b, originals, axes)
+
+
+def _refuse_shared_memory(axes: dict[int, int], infos: list[ArrayInfo | None],
+                          paths: list[str], qualname: str) -> None:
+    """A padded call copies each dynamic array on its own: one that shares memory with
+    another argument would become two memories, and a write through one would not reach
+    the other (as it does eagerly and in an unpadded call)."""
+    groups = alias_groups(infos)
+    for i in axes:
+        g = groups[i]
+        shared = [paths[j] for j, h in enumerate(groups) if j != i and h is not None
+                  and g is not None and h[0] == g[0]]
+        if shared:
+            raise SignatureError(f"{qualname}() got dynamic argument {paths[i]} sharing memory "
+                                 f"with {', '.join(shared)} at a length below its bucket, "
+                                 "where it is padded into a copy of its own",
+                                 where=user_location(5),
+                                 fix="pass arrays that do not overlap, or call at a bucket's "
+                                     "length (no padding)")
 
 
 def _padded(x: Any, info: Any, axis: int, n: int, b: int, fill: Any, written: bool) -> Any:
