@@ -271,6 +271,24 @@ def test_access_rejects_non_kernel_and_unknown_parameter():
         tg.access(k, reads=[3])
 
 
+def test_access_takes_one_name_as_a_string_and_none_as_nothing():
+    """writes="xy" is parameter xy, not x and y (which lost the edge to xy's reader)."""
+    @cuda.jit
+    def prod(x, y, xy):
+        i = cuda.grid(1)
+        if i < xy.size:
+            xy[i] = x[i] * y[i]
+
+    tg.access(prod, reads=("x", "y"), writes="xy")
+    assert _modes(prod, _dev(8), _dev(8), _dev(8)) == ["r", "r", "w"]
+    tg.access(prod, reads=None, writes=2)
+    assert _modes(prod, _dev(8), _dev(8), _dev(8)) == ["r", "r", "w"]
+    with pytest.raises(tg.TraceError, match="has no parameter 'src'"):
+        tg.access(prod, reads="src")
+    with pytest.raises(tg.TraceError, match="takes parameter names or positions"):
+        tg.access(prod, writes=2.0)
+
+
 # ---------------------------------------------------------------------------
 # caching
 

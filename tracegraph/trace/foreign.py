@@ -194,8 +194,13 @@ def _accesses(tracer: Any, traced: tuple, reads: Iterable[Any] | None,
                      for _, v in arrays)
 
     def views(declared: Iterable[Any] | None, what: str) -> list[View]:
+        if declared is None:
+            declared = ()
+        elif isinstance(declared, (int, np.integer)) or \
+                tracer.view_or_external(declared) is not None:
+            declared = (declared,)  # one array (or position), not its rows
         out = []
-        for d in declared or ():
+        for d in declared:
             if isinstance(d, (int, np.integer)) and not isinstance(d, bool):
                 if not 0 <= d < len(traced) or not isinstance(traced[d], View):
                     raise TraceError(f"{label}: {what}={d} is not the position of an array "

@@ -53,8 +53,24 @@ def access(kernel: Any, *, reads: Iterable[str | int] = (),
         raise TraceError(f"tg.access: {_numba.kernel_name(kernel)} has no parameter {p!r}",
                          where=user_location(3), fix=f"use one of {names}")
 
-    _declared[kernel] = (frozenset(map(index, reads)), frozenset(map(index, writes)))
+    _declared[kernel] = (frozenset(map(index, _names(reads, "reads"))),
+                         frozenset(map(index, _names(writes, "writes"))))
     return kernel
+
+
+def _names(given: Any, what: str) -> tuple:
+    """One parameter (a name or a position) or several; a string is one name, not the
+    letters of several (writes="xy" must not mean parameters x and y)."""
+    if given is None:
+        return ()
+    if isinstance(given, (str, int)):
+        return (given,)
+    try:
+        return tuple(given)
+    except TypeError:
+        raise TraceError(f"tg.access: {what}= takes parameter names or positions, got "
+                         f"{type(given).__name__}", where=user_location(3),
+                         fix=f"pass {what}=('name', ...) or {what}='name'") from None
 
 
 def _declares(positions: frozenset, i: int) -> bool:
