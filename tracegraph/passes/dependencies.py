@@ -1,7 +1,7 @@
 """Dependency edges from byte-range accesses."""
 from __future__ import annotations
 
-from ..ir import HAZARDS, Access, Program, memory_regions, region_access
+from ..ir import HAZARDS, Access, OpKind, Program, memory_regions, region_access
 
 
 def _hazards(earlier: Access, later: Access) -> set[str]:
@@ -28,7 +28,8 @@ def add_dependencies(program: Program) -> Program:
     Reads of the same bytes, and disjoint byte ranges of one buffer, get no edge. Buffers
     that share memory (captured arrays, and inputs that overlapped them) compare in their
     region's coordinates (ir.memory_regions). A barrier op is ordered after all earlier ops
-    and before all later ones. Not transitively reduced.
+    and before all later ones. Host callbacks run in program order (each may use host state
+    an earlier one left, which no access shows: a WAW edge). Not transitively reduced.
     """
     regions = memory_regions(program.buffers, program.aliased_inputs)
     edges: dict[tuple[int, int], set[str]] = {}
@@ -36,11 +37,16 @@ def add_dependencies(program: Program) -> Program:
     live: dict[int, list[tuple[Access, int]]] = {}
     last_barrier: int | None = None
     since_barrier: list[int] = []
+    last_host: int | None = None
 
     def edge(i: int, j: int, hazards: set[str]) -> None:
         edges.setdefault((i, j), set()).update(hazards)
 
     for j, op in enumerate(program.ops):
+        if op.kind == OpKind.HOST:
+            if last_host is not None:
+                edge(last_host, j, {"WAW"})
+            last_host = j
         if op.barrier:
             for i in since_barrier:
                 writes = any(a.writes for a in program.ops[i].accesses)
