@@ -113,6 +113,13 @@ def _swap_captured(captured: dict[int, Any]) -> list[tuple[Any, Any, Any]]:
             return captured[id(value)]
         if type(value) is tuple and any(id(v) in captured for v in value):
             return tuple(captured.get(id(v), v) for v in value)
+        if isinstance(value, pytypes.ModuleType):  # kernels may name `module.ARRAY`
+            attrs = {k: captured[id(v)] for k, v in vars(value).items() if id(v) in captured}
+            if attrs:
+                proxy = pytypes.ModuleType(value.__name__)
+                proxy.__dict__.update(vars(value))
+                proxy.__dict__.update(attrs)
+                return proxy
         return value
 
     undo = []
