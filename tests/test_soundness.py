@@ -1133,3 +1133,30 @@ def test_a_returned_view_of_an_argument_is_a_view_of_the_callers_array(backend, 
         np.testing.assert_array_equal(host(w), [[2.0, -7], [6, 8]])
         if place == "host":
             assert np.shares_memory(v, x) and np.shares_memory(w, x)
+
+
+@pytest.mark.parametrize("place", ["device", "host"])
+def test_an_array_returned_twice_is_one_object_twice_and_views_of_a_result_share_it(
+        backend, place):
+    """As eagerly (`return o, o` hands back one array twice): on both backends; device
+    views of one result share its memory on both backends (sim made a copy each)."""
+    @cuda.jit
+    def plus_one(x, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = x[i] + 1
+
+    @tg.compile(backend=backend)
+    def f(x):
+        o = tg.empty_like(x)
+        plus_one[1, 32](x, o)
+        return o, o, o[1:]
+
+    x = np.arange(4.0)
+    for call in range(2):
+        a, b, tail = f(x if place == "host" else cuda.to_device(x))
+        assert a is b, call
+        np.testing.assert_array_equal(host(tail), x[1:] + 1)
+        if place == "device":
+            a.copy_to_device(np.zeros(4))
+            np.testing.assert_array_equal(host(tail), [0.0] * 3)

@@ -143,6 +143,9 @@ class ReplayTable:
     constants: tuple[int, ...]       # HOST_CONSTANT buffers, refilled from held arrays
     results: tuple[int, ...]         # graph memory handed to the caller as results
     single_output: OutputLeaf | None  # the only result, when the function returns one array
+    # per result leaf, the first earlier leaf that is the same array (`return o, o`: one
+    # object twice, as eagerly), or None
+    same_as: tuple[int | None, ...] = ()
 
 
 def replay_table(plan: Plan) -> ReplayTable:
@@ -159,7 +162,16 @@ def replay_table(plan: Plan) -> ReplayTable:
     results = tuple(sorted({o.view.buffer for o in plan.outputs if o.kind == OutputKind.HOST or (
         o.kind == OutputKind.DEVICE and plan.buffers[o.view.buffer].kind == BufferKind.TEMP)}))
     single = plan.outputs[0] if plan.output_tree.is_leaf() else None
-    return ReplayTable(device, host, constants, results, single)
+    return ReplayTable(device, host, constants, results, single, _same_as(plan.outputs))
+
+
+def _same_as(outputs: tuple[OutputLeaf, ...]) -> tuple[int | None, ...]:
+    first: dict[OutputLeaf, int] = {}
+    same: list[int | None] = []
+    for k, o in enumerate(outputs):
+        j = first.setdefault(o, k) if o.kind != OutputKind.STATIC else k
+        same.append(j if j != k else None)
+    return tuple(same)
 
 
 def _host_input(plan: Plan, first: InputLeaf) -> HostInput:

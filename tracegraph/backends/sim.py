@@ -147,8 +147,11 @@ class SimExecutable:
                 _numba.device_bytes(lo, host.nbytes).copy_to_device(host)
         if at_limit:
             raise loop_limit_error(at_limit[0])
-        return pytree.unflatten(plan.output_tree,
-                                [self._output(o, leaves, mem) for o in plan.outputs])
+        out: list[Any] = []
+        shared: dict[int, tuple] = {}  # result buffer -> (its host copy, device copy)
+        for o, same in zip(plan.outputs, self.table.same_as):
+            out.append(out[same] if same is not None else self._output(o, leaves, mem, shared))
+        return pytree.unflatten(plan.output_tree, out)
 
     def _execute_or_note(self, node: Any, mem: dict, captured: dict, leaves: list,
                          at_limit: list) -> None:
@@ -288,7 +291,10 @@ class SimExecutable:
                                           "thread while the graph is in flight") from exc
         # event record/wait: the simulator runs nodes one at a time, so order is all there is
 
-    def _output(self, out: Any, leaves: list[Any], mem: dict[int, np.ndarray]) -> Any:
+    def _output(self, out: Any, leaves: list[Any], mem: dict[int, np.ndarray],
+                shared: dict[int, tuple]) -> Any:
+        """A result: views of one result buffer share one copy of it, as they share the
+        buffer on cuda (and one array eagerly)."""
         if out.kind == "static":
             return out.value
         if out.kind == "input":
@@ -296,8 +302,22 @@ class SimExecutable:
         if out.kind == "input view":
             from . import argument_view
             return argument_view(leaves[out.input_index], out)
-        host = _ndarray(out.view, mem).copy()
-        return host if out.kind == "host" else _numba.to_device(host)
+        b = out.view.buffer
+        if b not in shared:
+            shared[b] = (mem[b].copy(), None)
+        host_buffer, device_buffer = shared[b]
+        host = _ndarray(out.view, {b: host_buffer})
+        if out.kind == "host":
+            return host
+        if _numba.SIMULATOR:
+            return _numba.simulator_array(host)  # over the shared host copy
+        if any(s < 0 for s in out.view.strides):
+            return _numba.to_device(host.copy())  # as cuda: a copy (docs/sharp-edges.md)
+        if device_buffer is None:
+            device_buffer = _numba.to_device(host_buffer)
+            shared[b] = (host_buffer, device_buffer)
+        v = out.view
+        return _numba.device_view(device_buffer, v.offset, v.shape, v.strides, v.dtype)
 
 
 def runs_sim_function(op: Op) -> bool:

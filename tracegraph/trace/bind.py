@@ -160,6 +160,7 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
         if inp.kind == "array":
             by_view.setdefault(inp.view, inp.index)
     outputs: list[OutputLeaf] = []
+    copied_out: dict[View, OutputLeaf] = {}
     in_bodies = body_buffers(tracer.ops)
     # views of an argument: of the caller's array, unless it may be a padded copy of it
     holder = {} if tracer.length is not None else {
@@ -182,7 +183,11 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
                 outputs.append(OutputLeaf(OutputKind.DEVICE, view=view))
                 continue
             # a copy: into pinned memory for NumPy results, into fresh device memory for a
-            # view of a caller's array (which the caller may reuse)
+            # view of a caller's array (which the caller may reuse); one per view, so an
+            # array returned twice is one result twice
+            if view in copied_out:
+                outputs.append(copied_out[view])
+                continue
             start, stop = view.byte_range()
             dst_kind = STAGING if not device_mode else TEMP
             dst = tracer.new_buffer(stop - start, dst_kind, f"{path}")
@@ -191,7 +196,7 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
                         CopyRole.OUTPUT, _def_location(fn))
             out_view = View(dst, view.offset - start, view.shape, view.strides, view.dtype)
             kind = OutputKind.DEVICE if device_mode else OutputKind.HOST
-            outputs.append(OutputLeaf(kind, view=out_view))
+            outputs.append(copied_out.setdefault(view, OutputLeaf(kind, view=out_view)))
         elif isinstance(leaf, (np.ndarray,)) or arguments.describe(leaf) is not None:
             raise TraceError(f"{name} returned a {type(leaf).__name__} at {path} that is not "
                              "a traced array", where=_def_location(fn),

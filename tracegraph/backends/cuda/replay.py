@@ -186,8 +186,10 @@ class Replayer:
             return self._output(single, leaves)
         if self._returns_none:
             return None
-        return pytree.unflatten(self.plan.output_tree,
-                                [self._output(o, leaves) for o in self.plan.outputs])
+        out: list[Any] = []
+        for o, same in zip(self.plan.outputs, self.table.same_as):
+            out.append(out[same] if same is not None else self._output(o, leaves))
+        return pytree.unflatten(self.plan.output_tree, out)
 
     def _output(self, out: Any, leaves: Sequence[Any]) -> Any:
         if out.kind == OutputKind.STATIC:
