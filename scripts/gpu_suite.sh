@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole behaviour suite on both backends (sim and cuda) on a GPU machine, spread over
 # CPU cores with pytest-xdist (the device image has it), then the GPU profile of the random
-# programs. Logs in $OUT: env.log, pytest.log, fuzz.log. About 5 to 8 minutes on the H200.
+# programs. Logs in $OUT: env.log, pytest.log, fuzz.log. About 5 minutes on the H200.
 set -o pipefail
 source "$(dirname "$0")/_gpu_env.sh"
 {
@@ -18,6 +18,7 @@ echo "pytest rc=$?" >> "$OUT/pytest.log"
 # tests of the GPU's free memory run alone
 timeout 120 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu_memory tests >> "$OUT/pytest.log" 2>&1
 echo "gpu_memory rc=$?" >> "$OUT/pytest.log"
-TRACEGRAPH_FUZZ=gpu TRACEGRAPH_TEST_BACKENDS=cuda timeout ${FUZZ_TIMEOUT:-100} python3 -m pytest -q \
+TRACEGRAPH_FUZZ=gpu TRACEGRAPH_FUZZ_GPU_EXAMPLES=${FUZZ_EXAMPLES:-300} TRACEGRAPH_TEST_BACKENDS=cuda \
+  timeout ${FUZZ_TIMEOUT:-200} python3 -m pytest -q \
   -p no:cacheprovider -rfE -m slow tests/test_random_programs.py > "$OUT/fuzz.log" 2>&1
 echo "fuzz rc=$?" >> "$OUT/fuzz.log"

@@ -86,7 +86,7 @@ def chain(kernel, args, config):
 
 def gpu_us_per_node(graph, stream, launches=20, reps=9) -> float:
     from cuda.core import EventOptions
-    timed = EventOptions(enable_timing=True)
+    timed = EventOptions(timing_enabled=True)
     for _ in range(5):
         graph.launch(stream)
     stream.sync()
