@@ -55,18 +55,18 @@ class GraphBuilder:
 
     def build(self, instantiate: bool = True) -> BuiltGraph:
         built = BuiltGraph(self.platform.new_graph())
+        kinds = {n.index: n.kind for n in self.plan.nodes}
         for node in self.plan.nodes:
-            deps = [built.nodes[d] for d in node.deps]
-            parent = deps[0] if deps else built.gdef
+            parent, deps = _parent(node, built.nodes, kinds, built.gdef)
             try:
-                g = self._builders[node.kind](built, node, parent, bool(deps))
+                g = self._builders[node.kind](built, node, parent, parent is not built.gdef)
             except TracegraphError:
                 raise
             except Exception as exc:
                 raise CudaError(f"building graph node failed: {exc}", error_name=error_name(exc),
                                 call=f"add {node.kind} node", node=label(node),
                                 where=node.location) from exc
-            for d in deps[1:]:
+            for d in deps:
                 g.pred.add(d)
             built.nodes[node.index] = g
         try:
@@ -283,10 +283,11 @@ class GraphBuilder:
         scratch = BuiltGraph(built.gdef)
         scratch.events = built.events
         used: set[int] = set()
+        kinds = {n.index: n.kind for n in nodes}
         for n in nodes:
-            deps = [scratch.nodes[d] for d in n.deps]
-            g = self._builders[n.kind](scratch, n, deps[0] if deps else root, bool(deps))
-            for d in deps[1:]:
+            parent, deps = _parent(n, scratch.nodes, kinds, root)
+            g = self._builders[n.kind](scratch, n, parent, parent is not root)
+            for d in deps:
                 g.pred.add(d)
             scratch.nodes[n.index] = g
             used.update(n.deps)
@@ -350,3 +351,14 @@ def _uses_priority(nodes: Any) -> bool:
 
 def label(node: PlanNode) -> str:
     return f"{node.index} {node.op.describe()}"
+
+
+def _parent(node: PlanNode, built: dict, kinds: dict, root: Any) -> tuple[Any, list]:
+    """The node to add `node` after, and its other dependencies (edges added after): never a
+    host node, whose `callback` (the function it holds) shadows the method that adds a host
+    node after it (cuda.core's HostCallbackNode); `root` where every dependency is one."""
+    deps = list(node.deps)
+    for k, d in enumerate(deps):
+        if kinds[d] != OpKind.HOST:
+            return built[d], [built[e] for e in deps[:k] + deps[k + 1:]]
+    return root, [built[d] for d in deps]

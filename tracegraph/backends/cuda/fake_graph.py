@@ -39,6 +39,9 @@ class FakeNode:
         return self._child("memset", {"dst": dst, "value": value, "width": width})
 
     def callback(self, fn: Any) -> FakeNode:
+        if getattr(self, "kind", None) == "host":  # as cuda.core's HostCallbackNode
+            raise TypeError("a host node's `callback` is the function it holds: no host node "
+                            "can be added after it through it")
         return self._child("host", {"fn": fn})
 
     def record(self, event: Any) -> FakeNode:
