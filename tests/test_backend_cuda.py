@@ -753,3 +753,22 @@ def test_a_graph_s_default_stream_launcher_is_made_once_and_remade_after_a_rebui
     out = step.replay(x)
     assert fake.counts["graph_launcher"] == before.get("graph_launcher", 0) + 1
     np.testing.assert_array_equal(out.copy_to_host(), np.outer([1, 2, 3], x.copy_to_host()))
+
+
+@cuda.jit
+def _invert(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = ~a
+
+
+@pytest.mark.parametrize("value", [np.bool_(True), np.bool_(False)])
+def test_a_numpy_bool_scalar_argument_is_a_bool_in_the_kernel(backend, value):
+    """~np.bool_(True) is False, as eagerly (the CPU stand-in handed a Python bool: -2)."""
+    @tg.compile(backend=backend)
+    def step(a):
+        out = tg.empty(1)
+        _invert[1, 1](a, out)
+        return out
+
+    np.testing.assert_array_equal(step(value), [float(not value)])

@@ -293,4 +293,6 @@ def simulator_scalar(ty: Any, value: Any) -> Any:
     from numba import types
     if isinstance(ty, (types.Integer, types.Float)) and not isinstance(value, bool):
         return np.dtype(str(ty)).type(value)
+    if isinstance(ty, types.Boolean):  # NumPy's bool, as Numba types it (~True is False)
+        return np.bool_(value)
     return value
