@@ -122,8 +122,9 @@ def main() -> None:
                 results["max_error"][name + "_legacy_stream"] = results["max_error"][name]
             graph.close()
     # tracegraph's own graph of the same chain (benchmarks/w1_chain.py's kernel)
-    import tracegraph as tg
     from cuda.core import LEGACY_DEFAULT_STREAM
+
+    import tracegraph as tg
     k = cuda.jit(numba_array)
 
     @tg.compile(backend="cuda")
