@@ -190,11 +190,26 @@ def targets(results):
     add("W7: < 8 µs per replay, unchanged inputs",
         g("W7", "unchanged", "tracegraph", "call_us"), lambda v: v < 8, "µs",
         "replay calls back to back, no sync, host time per call")
+    # issue 15: against the peers of the same run
+    w7 = lambda who: g("W7", "unchanged", who, "call_us")  # noqa: E731
+    add("W7: replay within 1.3x of cuda.core's Graph.launch of a capture",
+        ratio(w7("tracegraph"), w7("numba_capture")), lambda v: v <= 1.3, "x",
+        "tracegraph call_us / numba_capture call_us (legacy default stream / created stream)")
+    add("W7: replay within 1.5x of CuPy's Graph.launch",
+        ratio(w7("tracegraph"), w7("cupy_graph")), lambda v: v <= 1.5, "x",
+        "tracegraph call_us / cupy_graph call_us (legacy default stream / non-blocking stream)")
+    add("W7: replay on a non-blocking stream within 1.5x of CuPy's Graph.launch there",
+        ratio(w7("tracegraph_stream"), w7("cupy_graph")), lambda v: v <= 1.5, "x",
+        "tracegraph_stream call_us / cupy_graph call_us (both on a non-blocking stream)")
+    add("W5: first call at or below Numba stream capture's",
+        ratio(g("W5", "1000 launches", "tracegraph", "first_call_ms"),
+              g("W5", "1000 launches", "numba_capture", "first_call_ms")), lambda v: v <= 1.0,
+        "x", "tracegraph first_call_ms / numba_capture first_call_ms")
     return rows
 
 
 def targets_markdown(rows):
-    out = ["## Targets (issue 6)", "", "| target | measured | verdict | how |", "|---|---|---|---|"]
+    out = ["## Targets (issues 6 and 15)", "", "| target | measured | verdict | how |", "|---|---|---|---|"]
     for t in rows:
         v = "" if t["measured"] is None else f"{fmt(t['measured'])} {t['unit']}"
         out.append(f"| {t['target']} | {v} | {t['verdict']} | {t['how']} |")

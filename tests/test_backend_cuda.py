@@ -471,7 +471,8 @@ def test_direct_replays_keep_held_results(backend, fixed_device_arrays):
         np.testing.assert_array_equal(to_host(out), 2.0 * (k + 1))
 
 
-def test_a_call_on_another_stream_disarms_the_direct_path(backend, fixed_device_arrays):
+def test_a_call_on_another_stream_stays_ordered_with_the_default_stream_s(
+        backend, fixed_device_arrays):
     @tg.compile(backend=backend)
     def step(x):
         axpb[2, 32](x, 2.0, 1.0)
@@ -479,7 +480,7 @@ def test_a_call_on_another_stream_disarms_the_direct_path(backend, fixed_device_
     x0, x1 = cuda.to_device(np.zeros(N)), cuda.to_device(np.ones(N))
     step(x0)
     step(x0)
-    step(x1, stream=cuda.stream() if backend == "cuda" else None)  # the full path
+    step(x1, stream=cuda.stream() if backend == "cuda" else None)  # moved: re-pointed
     cuda.synchronize()
     step(x0)
     np.testing.assert_array_equal(to_host(x0), 7)
@@ -772,3 +773,23 @@ def test_a_numpy_bool_scalar_argument_is_a_bool_in_the_kernel(backend, value):
         return out
 
     np.testing.assert_array_equal(step(value), [float(not value)])
+
+
+@pytest.mark.fake_platform
+def test_calls_on_the_caller_s_stream_take_the_direct_path(fixed_device_arrays):
+    """The same objects on the same stream: no argument analysis, one launcher made for the
+    stream (then reused), results as eager."""
+    fake = _fake()
+
+    @tg.compile(backend="cuda")
+    def step(x):
+        axpb[2, 32](x, 2.0, 1.0)
+
+    x, s = cuda.to_device(np.zeros(N)), cuda.stream()
+    step(x, stream=s)
+    before = dict(fake.counts)
+    for _ in range(5):
+        step(x, stream=s)
+    np.testing.assert_array_equal(to_host(x), 63)
+    assert step.cache_info().hits.get(0, 0) == 5  # all five direct
+    assert fake.counts["graph_launcher"] - before.get("graph_launcher", 0) <= 1

@@ -96,11 +96,11 @@ class CompiledFunction:
 
     def _call(self, args: tuple, stream: Any, kwargs: dict, *, compile_missing: bool) -> Any:
         hot = self._hot
-        plain = stream is None and not kwargs
+        plain = not kwargs
         if _numba.current_tracer() is not None:  # inside a trace: its launches join it
             return self._fn(*args, **kwargs)
         if hot is not None and plain:
-            result = hot.replay_same(args)
+            result = hot.replay_same(args, stream)
             if result is not MISS:
                 self._hits[0] = self._hits.get(0, 0) + 1
                 return result

@@ -14,8 +14,8 @@ class Executable(Protocol):
     """What every backend builds from a Plan: `run` replays it for one call's flattened
     arguments (`leaves`, and `infos` describing the arrays among them) and returns the
     results; `plan` is what it runs. A backend may also offer `run(..., arm=True)` and
-    `replay_same(args)`: the next call with the very same argument objects replays
-    without describing them again (MISS where that does not apply)."""
+    `replay_same(args, stream)`: the next call with the very same argument objects
+    replays without describing them again (MISS where that does not apply)."""
     backend: str
     plan: Any
 

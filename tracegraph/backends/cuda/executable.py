@@ -76,6 +76,7 @@ class CudaExecutable:
         self._default_stream = self.platform.stream(None)
         # (graph, its launcher on the default stream): made again when the graph is replaced
         self._launcher: tuple[Any, Any] = (None, None)
+        self._stream_launcher: tuple[Any, ...] = (None, None, None, None)
 
     @property
     def gdef(self) -> Any:
@@ -112,14 +113,14 @@ class CudaExecutable:
                 self._raise_callback_errors()
                 r.write_back(staged, leaves)
                 self._check_limits()
-            if arm and self._plain and stream is None:
+            if arm and self._plain:  # launches of one graph are ordered on any streams
                 self.armed = tuple(map(weak, leaves))
                 self._armed_infos = list(infos)
                 self._armed_disjoint = disjoint(infos)
                 self._armed_arrays = sum(i is not None for i in infos)
             return r.results(leaves)
 
-    def replay_same(self, args: tuple) -> Any:
+    def replay_same(self, args: tuple, stream: Any = None) -> Any:
         """The replay of a call with the very objects of the last one (armed): the graph
         already points at them, so only held results move and the graph launches. Device
         arrays in place of some of them, of the same signature (shape, dtype, strides,
@@ -150,13 +151,14 @@ class CudaExecutable:
             if self.table.results:
                 r.free_results()
             launcher = self._launcher
-            if launcher[0] is self.built.graph and self.memory.arena_allocation is None:
+            if stream is None and launcher[0] is self.built.graph \
+                    and self.memory.arena_allocation is None:
                 try:
                     launcher[1]()
                 except Exception as exc:
                     raise self._fault(exc, "cuGraphLaunch") from exc
             else:
-                self._launch(None)
+                self._launch(stream)
             return r.results(args)
 
     def _moved(self, args: tuple, moved: list[int]) -> list | None:
@@ -179,20 +181,25 @@ class CudaExecutable:
 
     def _launch(self, stream: Any) -> Any:
         """Launch the graph on the caller's stream (the default one for None); returns it."""
-        s = self._default_stream if stream is None else self.platform.stream(stream)
+        graph = self.built.graph
+        if stream is None:
+            s = self._default_stream
+            if self._launcher[0] is not graph:
+                self._launcher = (graph, self.platform.graph_launcher(graph, s))
+            launch = self._launcher[1]
+        else:  # the caller's stream of the last call, kept while it is passed again
+            cached = self._stream_launcher
+            if cached[0] is not graph or cached[1] is not stream:
+                s = self.platform.stream(stream)
+                cached = self._stream_launcher = (graph, stream, s,
+                                                  self.platform.graph_launcher(graph, s))
+            s, launch = cached[2], cached[3]
         # several graphs of one function share its arena: order them on the GPU
         shared = self.memory.arena_allocation is not None and self.memory.arena.users > 1
         if shared:
             self._after_the_arena_s_last_launch(s)
         try:
-            graph = self.built.graph
-            if stream is not None:
-                graph.launch(s)
-            elif self._launcher[0] is graph:
-                self._launcher[1]()
-            else:
-                self._launcher = (graph, self.platform.graph_launcher(graph, s))
-                self._launcher[1]()
+            launch()
         except TracegraphError:  # the CPU stand-in running a sim= function: as on sim
             raise
         except Exception as exc:
