@@ -19,7 +19,6 @@ import ctypes
 import json
 import statistics
 import sys
-import time
 
 import numpy as np
 from numba import cuda, types
@@ -140,25 +139,6 @@ def main() -> None:
     for label, s in (("tracegraph", stream), ("tracegraph_legacy_stream", LEGACY_DEFAULT_STREAM)):
         results["gpu_us_per_node"][label] = [gpu_us_per_node(graph, s) for _ in range(2)]
         results["max_error"][label] = results["max_error"]["tracegraph"]
-    # the same graph timed as benchmarks/ times W1: host clock around 10 pipelined steps
-    def host_pipelined(step, k=10, reps=9) -> float:
-        for _ in range(3):
-            step()
-        cuda.synchronize()
-        out = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            for _ in range(k):
-                step()
-            cuda.synchronize()
-            out.append((time.perf_counter() - t0) * 1e6 / (k * N_NODES))
-        return statistics.median(out)
-    results["host_us_per_node"] = {
-        "tracegraph f.replay": host_pipelined(lambda: chain_tg.replay(x)),
-        "tracegraph graph.launch, legacy stream": host_pipelined(
-            lambda: graph.launch(LEGACY_DEFAULT_STREAM)),
-    }
-    print("host-timed as W1:", results["host_us_per_node"])
     for name, v in results["gpu_us_per_node"].items():
         print(f"{name:14s} {' '.join(f'{u:.4f}' for u in v)} us per node, max error "
               f"{results['max_error'][name]:.2e}")

@@ -79,25 +79,11 @@ def launches(results: dict) -> None:
         "cuda.bindings cuGraphLaunch": per_call_us(lambda i: driver.cuGraphLaunch(exec_obj, 0)),
         "ctypes cuGraphLaunch": per_call_us(lambda i: raw(handle, None)),
     }
-    from cuda.core import Device, StreamOptions
-
     from tracegraph.backends.cuda.platform import _c_launch
-    dev = Device()
-    # the stream's kind: the legacy default stream (0), a blocking and a non-blocking one
-    streams = {"legacy": None,
-               "blocking": dev.create_stream(options=StreamOptions(nonblocking=False)),
-               "non-blocking": dev.create_stream()}
-    for mode, call in (("runtime cudaGraphLaunch", "runtime"), ("cuGraphLaunch", "driver")):
-        c_launch = _c_launch(call)
-        if c_launch is None or (call == "runtime" and c_launch is _c_launch("driver")):
-            continue
-        for kind, st in streams.items():
-            h = 0 if st is None else int(st.handle)
-            results["launch_us"][f"C helper {mode}, {kind} stream"] = per_call_us(
-                lambda i, h=h, c_launch=c_launch: c_launch(handle, h))
-    results["replay_us_by_stream"] = {
-        kind: per_call_us(lambda i, st=st: one.replay(xs[0], stream=st))
-        for kind, st in streams.items()}
+    c_launch = _c_launch()
+    if c_launch is not None:
+        results["launch_us"]["tracegraph C helper cuGraphLaunch"] = per_call_us(
+            lambda i: c_launch(handle, 0))
 
     os.environ["TRACEGRAPH_C_LAUNCH"] = "0"  # read when a graph's launcher is first made
     @tg.compile

@@ -11,8 +11,7 @@ MOVED_INPUTS = "TRACEGRAPH_MOVED_INPUTS"  # auto | repoint | copy: how cuda foll
 MOVED_INPUTS_MODES = ("auto", "repoint", "copy")
 CUDA_PLATFORM = "TRACEGRAPH_CUDA_PLATFORM"  # "fake": the cuda backend on the CPU (tests)
 MATMUL = "TRACEGRAPH_MATMUL"  # auto | cublas | kernel: what tracegraph.ops.matmul runs
-C_LAUNCH = "TRACEGRAPH_C_LAUNCH"  # runtime (default) | driver | 0: how the C helper launches
-C_LAUNCH_MODES = ("runtime", "driver", "0")
+C_LAUNCH = "TRACEGRAPH_C_LAUNCH"  # 1 (default) | 0: replays launch through the C helper
 
 
 def backend_override() -> str | None:
@@ -55,18 +54,10 @@ def matmul_engine() -> str:
     return value
 
 
-def c_launch() -> str:
-    """How replays launch through the optional C helper (backends/cuda/_graphlaunch.c)
-    where it is built: the runtime's cudaGraphLaunch ("runtime", as CuPy; the driver's where
-    libcudart is not found), the driver's cuGraphLaunch ("driver"), or not at all ("0":
-    cuda.core's Graph.launch)."""
-    value = os.environ.get(C_LAUNCH, "").strip().lower() or "runtime"
-    if value not in C_LAUNCH_MODES:
-        from .errors import TracegraphError
-        raise TracegraphError(f"{C_LAUNCH}={value!r} is not a known mode",
-                              fix=f"set it to one of {', '.join(C_LAUNCH_MODES)} or leave it "
-                                  "unset")
-    return value
+def c_launch() -> bool:
+    """Whether replays on the default stream launch through the optional C helper
+    (backends/cuda/_graphlaunch.c) where it is built; 0 launches through cuda.core."""
+    return os.environ.get(C_LAUNCH, "1").strip() != "0"
 
 
 def sim_order_seed() -> int | None:

@@ -13,7 +13,6 @@ replay on the default stream launches through a small C helper where it is built
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import tempfile
 from collections.abc import Callable
@@ -24,8 +23,6 @@ import numpy as np
 from ... import _numba
 from ...ir import ForeignKernel
 from . import handles
-
-log = logging.getLogger("tracegraph.backends.cuda")
 
 
 class Platform(Protocol):
@@ -154,8 +151,7 @@ class CudaPlatform:
     def graph_launcher(self, graph: Any, stream: Any) -> Callable[[], None]:
         """A call of no arguments launching the instantiated `graph` on `stream`: the driver's
         cuGraphLaunch straight from C where the optional helper is built, else cuda.core."""
-        from ... import config
-        c_launch = _c_launch(config.c_launch())
+        c_launch = _c_launch()
         if c_launch is None:
             return functools.partial(graph.launch, stream)
         return functools.partial(c_launch, int(graph.handle), int(stream.handle))
@@ -294,24 +290,16 @@ def _core_kernel(kernel: ForeignKernel) -> Any:
     return Kernel.from_handle(int(handle.kernel.ptr))
 
 
-@functools.cache
-def _c_launch(mode: str) -> Callable[[int, int], None] | None:
-    """The C helper's launch (setup.py builds it where a C compiler is) in `mode`
-    (config.c_launch()), if built and wanted."""
-    if mode == "0":
+def _c_launch() -> Callable[[int, int], None] | None:
+    """The C helper's launch (setup.py builds it where a C compiler is), if built and wanted."""
+    from ... import config
+    if not config.c_launch():
         return None
     try:
-        from . import _graphlaunch  # type: ignore[attr-defined, unused-ignore]
+        from ._graphlaunch import launch  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         return None
-    if mode == "runtime":
-        try:
-            from cuda.pathfinder import load_nvidia_dynamic_lib
-            _graphlaunch.use_runtime(load_nvidia_dynamic_lib("cudart").abs_path)
-            return _graphlaunch.launch_runtime  # type: ignore[no-any-return, unused-ignore]
-        except Exception as exc:  # no libcudart: the driver's launch
-            log.info("cudaGraphLaunch not available (%s): replays call cuGraphLaunch", exc)
-    return _graphlaunch.launch  # type: ignore[no-any-return, unused-ignore]
+    return launch
 
 
 _platforms: dict[int | None, Any] = {}  # device ordinal -> its platform
