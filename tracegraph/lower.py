@@ -19,16 +19,18 @@ def lower(program: Program) -> Plan:
     Guarantees: one PlanNode per op in program order; deps are the graph's predecessors;
     kernel nodes have argtypes and params; pointer_slots lists every buffer address.
     """
-    nodes, slots, scalars = _lower_nodes(program, program)
+    nodes, slots, scalars = _lower_nodes(program, program, {})
     return Plan(program.name, tuple(nodes), program.buffers, program.inputs,
                 program.input_tree, program.outputs, program.output_tree, program.device_mode,
                 program, {b: tuple(s) for b, s in slots.items()},
                 {leaf: tuple(s) for leaf, s in scalars.items()})
 
 
-def _lower_nodes(program: Program, top: Program) -> tuple[list[PlanNode], dict, dict]:
+def _lower_nodes(program: Program, top: Program,
+                 memo: dict) -> tuple[list[PlanNode], dict, dict]:
     """The nodes of a Program (the whole function's, or a body's), with where buffers'
-    addresses and dynamic scalars appear in them."""
+    addresses and dynamic scalars appear in them. `memo`: the overload and parameters of
+    each kernel launched with the same arguments before (a loop launches it again)."""
     g = program.graph
     if not nx.is_directed_acyclic_graph(g):
         raise LoweringError(f"the dependency graph of {program.name} has a cycle",
@@ -39,7 +41,7 @@ def _lower_nodes(program: Program, top: Program) -> tuple[list[PlanNode], dict, 
     for i, op in enumerate(program.ops):
         deps = tuple(sorted(g.predecessors(i)))
         if op.kind == "kernel":
-            node = _kernel_node(i, op, deps, slots, top)
+            node = _kernel_node(i, op, deps, slots, top, memo)
             for pos, p in enumerate(node.params):
                 if isinstance(p, ScalarSlot):
                     scalars.setdefault(p.leaf, []).append((i, pos))
@@ -59,7 +61,8 @@ def _lower_nodes(program: Program, top: Program) -> tuple[list[PlanNode], dict, 
                             nbytes=dst.size * dst.itemsize)
         elif op.kind == OpKind.CONDITIONAL:
             node = PlanNode(i, op.kind, deps, op.name, op.location, op,
-                            bodies=tuple(_lower_body(body, top) for body in op.conditional.bodies))
+                            bodies=tuple(_lower_body(body, top, memo)
+                                         for body in op.conditional.bodies))
         else:
             node = PlanNode(i, op.kind, deps, op.name, op.location, op)
         nodes.append(node)
@@ -70,7 +73,7 @@ _NOT_IN_BODIES = {OpKind.HOST: "a host callback", OpKind.EVENT_RECORD: "an event
                   OpKind.EVENT_WAIT: "an event wait"}
 
 
-def _lower_body(body: Program, top: Program) -> tuple[PlanNode, ...]:
+def _lower_body(body: Program, top: Program, memo: dict) -> tuple[PlanNode, ...]:
     """A conditional node's body graph: what CUDA allows in one, nothing re-pointed."""
     for op in body.ops:
         what = _NOT_IN_BODIES.get(op.kind)
@@ -80,12 +83,13 @@ def _lower_body(body: Program, top: Program) -> tuple[PlanNode, ...]:
                                 "conditionals in a conditional node's body",
                                 where=op.location,
                                 fix="move it out of the block (before or after it)")
-    nodes, _, _ = _lower_nodes(body, top)
+    nodes, _, _ = _lower_nodes(body, top, memo)
     return tuple(nodes)
 
 
 def _kernel_node(i: int, op: Op, deps: tuple[int, ...],
-                 slots: dict[int, list[tuple[int, Any, int]]], program: Program) -> PlanNode:
+                 slots: dict[int, list[tuple[int, Any, int]]], program: Program,
+                 memo: dict) -> PlanNode:
     launch = op.launch
     threads = launch.blockdim[0] * launch.blockdim[1] * launch.blockdim[2]
     if min(launch.griddim) < 1 or min(launch.blockdim) < 1 or threads > 1024:
@@ -94,19 +98,36 @@ def _kernel_node(i: int, op: Op, deps: tuple[int, ...],
                             fix="use positive dimensions and at most 1024 threads per block")
     if isinstance(launch.kernel, ForeignKernel):
         return _foreign_node(i, op, deps, slots)
+    key = (id(launch.kernel), _args_key(launch.args))
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _overload_and_params(op, program)
+    argtypes, params = found
+    for pos, p in enumerate(params):
+        if isinstance(p, Ptr):
+            slots.setdefault(p.buffer, []).append((i, pos, p.offset))
+    return PlanNode(i, OpKind.KERNEL, deps, op.name, op.location, op, argtypes, params)
+
+
+def _overload_and_params(op: Op, program: Program) -> tuple[tuple, tuple]:
+    launch = op.launch
     given = tuple(_argtype(a, op, program) for a in launch.args)
     try:
         argtypes = _numba.select_overload(launch.kernel, given)
-        params = _numba.flatten_params(argtypes, launch.args, _view_fields)
+        return argtypes, _numba.flatten_params(argtypes, launch.args, _view_fields)
     except (TypeError, ValueError, OverflowError) as exc:
         raise LoweringError(f"kernel {op.name} cannot be launched with arguments of types "
                             f"({', '.join(map(str, given))}): {exc}", where=op.location,
                             fix="pass arguments of the types its signature declares; the "
                                 "same launch run eagerly raises the same error") from exc
-    for pos, p in enumerate(params):
-        if isinstance(p, Ptr):
-            slots.setdefault(p.buffer, []).append((i, pos, p.offset))
-    return PlanNode(i, OpKind.KERNEL, deps, op.name, op.location, op, argtypes, params)
+
+
+def _args_key(args: tuple) -> tuple:
+    """Launch arguments as a key that tells apart what compares equal but launches
+    differently: 1, 1.0 and True; 0.0 and -0.0 (typed, and by their exact text)."""
+    return tuple(a if isinstance(a, (View, ScalarArg)) else
+                 (tuple, _args_key(a)) if isinstance(a, tuple) else
+                 (type(a), repr(a)) for a in args)
 
 
 def _foreign_node(i: int, op: Op, deps: tuple[int, ...],
