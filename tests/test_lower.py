@@ -103,6 +103,25 @@ def test_kernel_params_follow_numbas_flattened_layout():
     assert scale_node.params[5:9] == (16, 8, CScalar("c_int64", 7), 0)
 
 
+def test_relaunches_with_equal_but_different_scalars_lower_apart():
+    """Lowering reuses a kernel's parameters for a launch with the same arguments; 1, 1.0,
+    True, np.float32(1) and 0.0 / -0.0 compare equal but launch differently."""
+    values = [1, 1.0, True, np.float32(1), 0.0, -0.0, 1, -0.0]
+
+    @tg.compile
+    def f(x):
+        for v in values:
+            scale[1, 16](x, v, x)
+
+    nodes = [n for n in f.lower(_dev()).nodes if n.kind == "kernel"]
+    got = [(n.argtypes[1], n.params[7]) for n in nodes]
+    want = [(numba.typeof(v), None) for v in values]
+    assert [t for t, _ in got] == [t for t, _ in want]
+    assert [repr(p) for _, p in got] == [repr(nodes[k].params[7]) for k in (0, 1, 2, 3, 4, 5, 0, 5)]
+    assert str(got[5][1].value) == "-0.0" and str(got[4][1].value) == "0.0"
+    assert got[0][1] == CScalar("c_int64", 1) and got[2][1] is True
+
+
 def test_argtypes_match_numba_typeof_of_the_same_views():
     views = [np.s_[:], np.s_[::2], np.s_[3:], np.s_[::-1]]
 
