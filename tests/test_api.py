@@ -425,3 +425,33 @@ def test_other_arrays_of_another_kind_get_a_full_analysis(backend, fixed_device_
     assert f._calls._reuse((b, out)) is None  # the memo does not vouch for it
     with pytest.raises(tg.SignatureError):  # the full analysis sees another signature
         f.replay(b, out)
+
+
+def test_the_collector_waits_while_graphs_compile_and_comes_back_as_it_was():
+    import gc
+    import threading
+
+    from tracegraph.collector import collection_paused
+    was = gc.isenabled()
+    try:
+        for before in (True, False):
+            (gc.enable if before else gc.disable)()
+            inside = threading.Event()
+            leave = threading.Event()
+
+            def other():
+                with collection_paused():
+                    inside.set()
+                    leave.wait(5)
+
+            t = threading.Thread(target=other)
+            with collection_paused():
+                assert not gc.isenabled()
+                t.start()
+                inside.wait(5)
+            assert not gc.isenabled()  # the other compile still runs
+            leave.set()
+            t.join(5)
+            assert gc.isenabled() == before
+    finally:
+        (gc.enable if was else gc.disable)()

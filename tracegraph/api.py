@@ -2,20 +2,19 @@
 backend; dynamic sizes through dynamic.py, the graphs held through cache.py."""
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import inspect
 import logging
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from . import _numba, backends, config, dynamic
 from .backends import MISS
 from .cache import CacheInfo, Compiled, GraphCache
+from .collector import collection_paused
 from .errors import SignatureError, TraceError
 from .ir import Program
 from .lower import Plan, lower
@@ -118,7 +117,7 @@ class CompiledFunction:
 
     def lower(self, *args: Any, **kwargs: Any) -> Plan:
         """The Plan (explicit graph nodes) for these arguments; nothing runs."""
-        with _collection_paused():
+        with collection_paused():
             return lower(self.trace(*args, **kwargs))
 
     def warmup(self, *args: Any, **kwargs: Any) -> None:
@@ -218,12 +217,12 @@ class CompiledFunction:
     def _trace(self, call: Call) -> Program:
         groups = alias_groups(call.infos)
         scalars = frozenset(i for i, p in enumerate(call.paths) if p in self._calls.scalars)
-        with _collection_paused():
+        with collection_paused():
             return run_passes(trace_function(self._fn, call.leaves, call.paths, call.tree,
                                              call.infos, groups, scalars))
 
     def _compile(self, call: Call) -> Compiled:
-        with self._lock, _collection_paused():
+        with self._lock, collection_paused():
             entry = self._cache.get(call.key)
             if entry is not None:
                 return entry
@@ -360,29 +359,6 @@ def _device_of(call: Call, qualname: str) -> int | None:
                              fix="pass arrays of one GPU (copy the others there), or run one "
                                  "process per GPU (docs/multi-gpu.md)")
     return next(iter(on), None)
-
-
-_paused = [0, False]  # compiles running with the collector paused; was it enabled before
-_paused_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def _collection_paused() -> Iterator[None]:
-    """The cyclic garbage collector waits while a graph compiles: a trace makes thousands of
-    small objects and nothing of it is garbage yet, so collections there only cost (a third
-    of a 1,000-launch compile's time, measured on W5). It runs again after, as before."""
-    with _paused_lock:
-        if _paused[0] == 0:
-            _paused[1] = gc.isenabled()
-            gc.disable()
-        _paused[0] += 1
-    try:
-        yield
-    finally:
-        with _paused_lock:
-            _paused[0] -= 1
-            if _paused[0] == 0 and _paused[1]:
-                gc.enable()
 
 
 def _same_objects(args: tuple, leaves: list) -> bool:

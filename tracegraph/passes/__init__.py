@@ -5,10 +5,15 @@ from dataclasses import replace
 
 from ..ir import OpKind, Program, op_graph, verify
 from .branches import find_lanes
-from .dependencies import add_dependencies, primary_hazard, transitive_reduction
+from .dependencies import (
+    add_dependencies,
+    order_host_callbacks,
+    primary_hazard,
+    transitive_reduction,
+)
 from .memory import plan_memory
 
-PASSES = (add_dependencies, transitive_reduction, find_lanes, plan_memory)
+PASSES = (add_dependencies, order_host_callbacks, transitive_reduction, find_lanes, plan_memory)
 
 
 def run_passes(program: Program, *, check: bool = False) -> Program:
@@ -50,6 +55,7 @@ __all__ = [
     "PASSES",
     "add_dependencies",
     "find_lanes",
+    "order_host_callbacks",
     "plan_memory",
     "primary_hazard",
     "run_passes",

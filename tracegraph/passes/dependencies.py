@@ -1,6 +1,8 @@
 """Dependency edges from byte-range accesses."""
 from __future__ import annotations
 
+from itertools import pairwise
+
 from ..ir import HAZARDS, Access, OpKind, Program, memory_regions, region_access
 
 
@@ -28,8 +30,7 @@ def add_dependencies(program: Program) -> Program:
     Reads of the same bytes, and disjoint byte ranges of one buffer, get no edge. Buffers
     that share memory (captured arrays, and inputs that overlapped them) compare in their
     region's coordinates (ir.memory_regions). A barrier op is ordered after all earlier ops
-    and before all later ones. Host callbacks run in program order (each may use host state
-    an earlier one left, which no access shows: a WAW edge). Not transitively reduced.
+    and before all later ones. Not transitively reduced.
     """
     regions = memory_regions(program.buffers, program.aliased_inputs)
     edges: dict[tuple[int, int], set[str]] = {}
@@ -37,16 +38,11 @@ def add_dependencies(program: Program) -> Program:
     live: dict[int, list[tuple[Access, int]]] = {}
     last_barrier: int | None = None
     since_barrier: list[int] = []
-    last_host: int | None = None
 
     def edge(i: int, j: int, hazards: set[str]) -> None:
         edges.setdefault((i, j), set()).update(hazards)
 
     for j, op in enumerate(program.ops):
-        if op.kind == OpKind.HOST:
-            if last_host is not None:
-                edge(last_host, j, {"WAW"})
-            last_host = j
         if op.barrier:
             for i in since_barrier:
                 writes = any(a.writes for a in program.ops[i].accesses)
@@ -77,6 +73,24 @@ def add_dependencies(program: Program) -> Program:
     graph = program.graph.copy()
     graph.add_edges_from((i, j, {"hazards": frozenset(h), "hazard": primary_hazard(h)})
                          for (i, j), h in edges.items())
+    return program.replace(graph=graph)
+
+
+def order_host_callbacks(program: Program) -> Program:
+    """Host callbacks in program order.
+
+    Requires: a graph whose edges go forward in program order.
+    Guarantees: a path between every two host ops in program order (an edge between
+    consecutive ones, WAW: each may use host state an earlier one left, which no access
+    shows); other edges unchanged.
+    """
+    hosts = [j for j, op in enumerate(program.ops) if op.kind == OpKind.HOST]
+    missing = [(i, j) for i, j in pairwise(hosts) if not program.graph.has_edge(i, j)]
+    if not missing:
+        return program
+    graph = program.graph.copy()
+    graph.add_edges_from((i, j, {"hazards": frozenset({"WAW"}), "hazard": "WAW"})
+                         for i, j in missing)
     return program.replace(graph=graph)
 
 

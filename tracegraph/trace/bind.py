@@ -182,21 +182,10 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
             if device_mode and buffer.kind in (TEMP, EXTERNAL) and view.buffer not in in_bodies:
                 outputs.append(OutputLeaf(OutputKind.DEVICE, view=view))
                 continue
-            # a copy: into pinned memory for NumPy results, into fresh device memory for a
-            # view of a caller's array (which the caller may reuse); one per view, so an
-            # array returned twice is one result twice
-            if view in copied_out:
-                outputs.append(copied_out[view])
-                continue
-            start, stop = view.byte_range()
-            dst_kind = STAGING if not device_mode else TEMP
-            dst = tracer.new_buffer(stop - start, dst_kind, f"{path}")
-            tracer.copy(_bytes_view(dst, 0, stop - start),
-                        _bytes_view(view.buffer, start, stop - start), f"copy out {path}",
-                        CopyRole.OUTPUT, _def_location(fn))
-            out_view = View(dst, view.offset - start, view.shape, view.strides, view.dtype)
-            kind = OutputKind.DEVICE if device_mode else OutputKind.HOST
-            outputs.append(copied_out.setdefault(view, OutputLeaf(kind, view=out_view)))
+            # one copy per view, so an array returned twice is one result twice
+            if view not in copied_out:
+                copied_out[view] = _copy_out(tracer, view, path, device_mode, fn)
+            outputs.append(copied_out[view])
         elif isinstance(leaf, (np.ndarray,)) or arguments.describe(leaf) is not None:
             raise TraceError(f"{name} returned a {type(leaf).__name__} at {path} that is not "
                              "a traced array", where=_def_location(fn),
@@ -205,6 +194,19 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
         else:
             outputs.append(OutputLeaf(OutputKind.STATIC, value=leaf))
     return outputs, tree
+
+
+def _copy_out(tracer: Tracer, view: View, path: str, device_mode: bool,
+              fn: Callable) -> OutputLeaf:
+    """A result copied out: into pinned memory for NumPy results, into fresh device memory
+    for a view of a caller's array (which the caller may reuse)."""
+    start, stop = view.byte_range()
+    dst = tracer.new_buffer(stop - start, TEMP if device_mode else STAGING, f"{path}")
+    tracer.copy(_bytes_view(dst, 0, stop - start),
+                _bytes_view(view.buffer, start, stop - start), f"copy out {path}",
+                CopyRole.OUTPUT, _def_location(fn))
+    out_view = View(dst, view.offset - start, view.shape, view.strides, view.dtype)
+    return OutputLeaf(OutputKind.DEVICE if device_mode else OutputKind.HOST, view=out_view)
 
 
 def _argument_view(held: InputLeaf | None, buffer: Buffer, view: View) -> OutputLeaf | None:

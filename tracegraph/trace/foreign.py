@@ -194,13 +194,8 @@ def _accesses(tracer: Any, traced: tuple, reads: Iterable[Any] | None,
                      for _, v in arrays)
 
     def views(declared: Iterable[Any] | None, what: str) -> list[View]:
-        if declared is None:
-            declared = ()
-        elif isinstance(declared, (int, np.integer)) or \
-                tracer.view_or_external(declared) is not None:
-            declared = (declared,)  # one array (or position), not its rows
         out = []
-        for d in declared:
+        for d in _one_or_many(tracer, declared):
             if isinstance(d, (int, np.integer)) and not isinstance(d, bool):
                 if not 0 <= d < len(traced) or not isinstance(traced[d], View):
                     raise TraceError(f"{label}: {what}={d} is not the position of an array "
@@ -238,3 +233,12 @@ def _accesses(tracer: Any, traced: tuple, reads: Iterable[Any] | None,
 
 
 __all__ = ["launch", "library", "node_attributes"]
+
+
+def _one_or_many(tracer: Any, declared: Any) -> Iterable[Any]:
+    """reads=/writes= as given: several, or one array (or position), not its rows."""
+    if declared is None:
+        return ()
+    if isinstance(declared, (int, np.integer)) or tracer.view_or_external(declared) is not None:
+        return (declared,)
+    return declared
