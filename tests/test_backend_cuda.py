@@ -793,3 +793,24 @@ def test_calls_on_the_caller_s_stream_take_the_direct_path(fixed_device_arrays):
     np.testing.assert_array_equal(to_host(x), 63)
     assert step.cache_info().hits.get(0, 0) == 5  # all five direct
     assert fake.counts["graph_launcher"] - before.get("graph_launcher", 0) <= 1
+
+
+@pytest.mark.fake_platform
+def test_ping_pong_arrays_are_described_once_on_the_direct_path(fixed_device_arrays,
+                                                                monkeypatch):
+    from tracegraph.backends.cuda import executable
+    described = []
+    real = executable.describe
+    monkeypatch.setattr(executable, "describe", lambda a: described.append(1) or real(a))
+
+    @tg.compile(backend="cuda")
+    def step(x):
+        axpb[2, 32](x, 2.0, 1.0)
+
+    xs = [cuda.to_device(np.zeros(N)) for _ in range(2)]
+    step(xs[0])
+    for k in range(10):
+        step(xs[(k + 1) & 1])
+    assert len(described) <= 2
+    np.testing.assert_array_equal(to_host(xs[0]), 63)  # 2x + 1 from 0, six times
+    np.testing.assert_array_equal(to_host(xs[1]), 31)  # five times

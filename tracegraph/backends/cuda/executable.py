@@ -73,6 +73,9 @@ class CudaExecutable:
         self._armed_infos: list = []
         self._armed_disjoint = False
         self._armed_arrays = 0
+        # (argument position, id) -> (weak reference, info) of arrays a direct call took
+        # in the armed signature's place: fixed metadata, so described once (ping-pong)
+        self._seen: dict[tuple[int, int], tuple[Any, ArrayInfo]] = {}
         self._default_stream = self.platform.stream(None)
         # (graph, its launcher on the default stream): made again when the graph is replaced
         self._launcher: tuple[Any, Any] = (None, None)
@@ -165,14 +168,25 @@ class CudaExecutable:
         """The infos of the armed call with arguments `moved` replaced by these, if the
         call keeps the armed signature (else None: the full path decides)."""
         infos = list(self._armed_infos)
+        seen = self._seen
         for k in moved:
             old, a = infos[k], args[k]
-            if old is None or not has_fixed_metadata(a):
+            if old is None:
+                return None
+            hit = seen.get((k, id(a)))
+            if hit is not None and hit[0]() is a:  # ping-pong: described before
+                infos[k] = hit[1]
+                continue
+            if not has_fixed_metadata(a):
                 return None
             info = describe(a)
             if info is None or array_key(info, None) != array_key(old, None):
                 return None  # another signature (the memo's test, signature/call.py)
             infos[k] = info
+            if type(ref := weak(a)) is not tuple:
+                if len(seen) >= 8:
+                    seen.clear()
+                seen[(k, id(a))] = (ref, info)
         if not self._armed_disjoint:
             return None
         if self._armed_arrays > 1 and not disjoint(infos):
