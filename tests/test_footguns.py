@@ -339,11 +339,18 @@ def test_python_scalar_arguments_compile_one_graph_per_value(backend):
     assert len(traces) == 4
 
 
+def _warnings_are_errors() -> None:
+    """Inside catch_warnings: every warning an error but Numba's own performance advice (a
+    small grid on a real GPU), which is not ours to judge and comes once per place."""
+    warnings.simplefilter("error")
+    warnings.filterwarnings("ignore", message=".*(Grid size|Host array used)")
+
+
 def test_a_scalar_changing_on_every_call_warns_at_16_graphs(backend):
     f = _scaled(backend)
     x = np.arange(N, dtype=np.float64)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        _warnings_are_errors()
         for k in range(tg.api.MANY_GRAPHS - 1):
             f(x, float(k))
     with pytest.warns(UserWarning, match=r"has compiled 16 graphs, one per signature: the "
@@ -352,7 +359,7 @@ def test_a_scalar_changing_on_every_call_warns_at_16_graphs(backend):
         np.testing.assert_array_equal(f(x, 99.0), 99 * x)
     assert [(w.filename, w.lineno) for w in record] == [(__file__, line)]
     with warnings.catch_warnings():
-        warnings.simplefilter("error")   # once
+        _warnings_are_errors()   # once
         f(x, 100.0)
     f.clear()
     assert not f.compiled
@@ -434,9 +441,7 @@ def test_no_side_effect_warning_for_ordinary_traced_code(backend):
 
     x, y = np.arange(N, dtype=np.float64), np.ones(N)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        # Numba's own performance advice (a small grid on a real GPU) is not ours to judge
-        warnings.filterwarnings("ignore", message=".*(Grid size|Host array used)")
+        _warnings_are_errors()
         np.testing.assert_array_equal(tg.compile(body, backend=backend)(x, y), 2 * (x + y))
 
 
@@ -455,7 +460,7 @@ def test_side_effects_in_called_functions_are_not_detected_but_still_run_once(ba
     f = tg.compile(body, backend=backend)
     x = np.arange(N, dtype=np.float64)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        _warnings_are_errors()
         for _ in range(3):
             np.testing.assert_array_equal(f(x), 2 * x)
     assert calls == [1]
