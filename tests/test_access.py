@@ -289,6 +289,24 @@ def test_access_takes_one_name_as_a_string_and_none_as_nothing():
         tg.access(prod, writes=2.0)
 
 
+def test_a_relaunch_with_the_same_arguments_follows_a_declaration_changed_between():
+    """The tracer reuses what a launch's parameters touch for a relaunch with the same
+    arguments, but not across a tg.access made between the two."""
+    @cuda.jit
+    def k(x, y):
+        i = cuda.grid(1)
+        if i < y.size:
+            y[i] = x[i]
+
+    def fn(x, y):
+        k[1, 8](x, y)
+        tg.access(k, reads=["x", "y"], writes=[])  # a (wrong) declaration, made mid-trace
+        k[1, 8](x, y)
+
+    ops = [o for o in tg.compile(fn).trace(_dev(8), _dev(8)).ops if o.kind == "kernel"]
+    assert [sorted(a.mode for a in o.accesses) for o in ops] == [["r", "w"], ["r", "r"]]
+
+
 # ---------------------------------------------------------------------------
 # caching
 

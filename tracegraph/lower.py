@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _numba
 from .errors import LoweringError
-from .ir import ForeignKernel, Op, OpKind, Program, ScalarArg, View
+from .ir import ForeignKernel, Op, OpKind, Program, ScalarArg, View, args_key
 from .plan import CScalar, Plan, PlanNode, Ptr, ScalarSlot
 
 __all__ = ["CScalar", "Plan", "PlanNode", "Ptr", "lower"]
@@ -98,7 +98,7 @@ def _kernel_node(i: int, op: Op, deps: tuple[int, ...],
                             fix="use positive dimensions and at most 1024 threads per block")
     if isinstance(launch.kernel, ForeignKernel):
         return _foreign_node(i, op, deps, slots)
-    key = (id(launch.kernel), _args_key(launch.args))
+    key = (id(launch.kernel), args_key(launch.args))
     found = memo.get(key)
     if found is None:
         found = memo[key] = _overload_and_params(op, program)
@@ -120,14 +120,6 @@ def _overload_and_params(op: Op, program: Program) -> tuple[tuple, tuple]:
                             f"({', '.join(map(str, given))}): {exc}", where=op.location,
                             fix="pass arguments of the types its signature declares; the "
                                 "same launch run eagerly raises the same error") from exc
-
-
-def _args_key(args: tuple) -> tuple:
-    """Launch arguments as a key that tells apart what compares equal but launches
-    differently: 1, 1.0 and True; 0.0 and -0.0 (typed, and by their exact text)."""
-    return tuple(a if isinstance(a, (View, ScalarArg)) else
-                 (tuple, _args_key(a)) if isinstance(a, tuple) else
-                 (type(a), repr(a)) for a in args)
 
 
 def _foreign_node(i: int, op: Op, deps: tuple[int, ...],

@@ -27,6 +27,7 @@ from .ops import (
     Op,
     OpData,
     ScalarArg,
+    args_key,
 )
 from .program import InputLeaf, OutputLeaf, Program, op_graph, verify
 
@@ -43,6 +44,6 @@ __all__ = [
     "UNBOUNDED", "Access", "Buffer", "BufferKind", "Conditional", "Copy", "CopyRole",
     "EventUse", "Fill", "ForeignKernel", "HostCall", "InputKind", "InputLeaf", "Launch",
     "LibraryCall", "NodeAttributes", "Op", "OpData", "OpKind", "OutputKind", "OutputLeaf",
-    "Program", "ScalarArg", "View", "contiguous_strides", "memory_regions", "op_graph",
+    "Program", "ScalarArg", "View", "args_key", "contiguous_strides", "memory_regions", "op_graph",
     "region_access", "verify",
 ]

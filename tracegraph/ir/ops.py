@@ -15,6 +15,15 @@ class ScalarArg:
     leaf: int
 
 
+def args_key(args: tuple) -> tuple:
+    """Launch arguments as a key that tells apart what compares equal but launches
+    differently: 1, 1.0 and True; 0.0 and -0.0 (typed, and by their exact text). Views
+    and dynamic scalars are keys already."""
+    return tuple(a if isinstance(a, (View, ScalarArg)) else
+                 (tuple, args_key(a)) if isinstance(a, tuple) else
+                 (type(a), repr(a)) for a in args)
+
+
 @dataclass(frozen=True, slots=True)
 class Launch:
     """A kernel launch: the user's dispatcher and its arguments, traced arrays as Views

@@ -73,6 +73,11 @@ def _names(given: Any, what: str) -> tuple:
                          fix=f"pass {what}=('name', ...) or {what}='name'") from None
 
 
+def declared_access(kernel: Any) -> Any:
+    """What tg.access declared for `kernel` now (None: nothing)."""
+    return _declared.get(kernel)
+
+
 def _declares(positions: frozenset, i: int) -> bool:
     return i in positions or any(type(p) is tuple and i >= p[1] for p in positions)
 

@@ -29,12 +29,13 @@ from ..ir import (
     OpKind,
     ScalarArg,
     View,
+    args_key,
     contiguous_strides,
 )
 from ..location import user_location
 from ..signature import arguments
 from ..traced import Array, DynamicScalar, tracer_of, view_of
-from .functions import MAX_BYTES, _dtype, _kernel_access, _shape
+from .functions import MAX_BYTES, _dtype, _kernel_access, _shape, declared_access
 
 # ---------------------------------------------------------------------------
 # the tracer
@@ -53,6 +54,7 @@ class Tracer:
         self._external_refs: list[Any] = []
         self._warned_stream = False
         self.node_attributes: Any = None  # what tg.node_attributes sets on launches now
+        self._launches_seen: dict[tuple, tuple] = {}  # record_launch's memo
 
     def new_buffer(self, nbytes: int, kind: BufferKind, name: str = "", *,
                    input_index: int | None = None,
@@ -92,25 +94,26 @@ class Tracer:
         where = user_location(3)
         name = _numba.kernel_name(kernel)
         self.launches += 1
-        _check_launchable(kernel, name, where)
         if stream and not self._warned_stream:
             self._warned_stream = True
             warnings.warn(f"{where}: a stream given to {name} inside a traced function is "
                           "ignored; the graph orders launches by the data they touch",
                           stacklevel=4)
         traced_args = tuple(self._arg(a, name, where, i) for i, a in enumerate(args))
-        ndims = tuple(_rank(a) for a in traced_args)
-        records = frozenset(i for i, a in enumerate(traced_args)
-                            if any(v.dtype.names for v in _views(a)))
-        found = _kernel_access(kernel, ndims, records)
-        accesses = _argument_accesses(traced_args, found, name, where)
-        accesses += self._captured_accesses(found.globals, name, where)
-        self.ops.append(Op(OpKind.KERNEL, name, tuple(accesses), where,
+        # a loop launches one kernel with the same arguments again: what its parameters
+        # touch is known then (the arrays it names as globals are looked up every time)
+        key = (id(kernel), args_key(traced_args), declared_access(kernel))
+        known = self._launches_seen.get(key)
+        if known is None:
+            known = self._launches_seen[key] = _parameter_accesses(kernel, traced_args,
+                                                                   name, where)
+        param_accesses, found_globals, cooperative = known
+        accesses = param_accesses + self._captured_accesses(found_globals, name, where)
+        self.ops.append(Op(OpKind.KERNEL, name, accesses, where,
                            Launch(kernel, _dim3(griddim), _dim3(blockdim), int(sharedmem or 0),
-                                  traced_args, _numba.uses_grid_sync(kernel),
-                                  self.node_attributes)))
+                                  traced_args, cooperative, self.node_attributes)))
 
-    def _captured_accesses(self, found: tuple, kernel: str, where: str) -> list[Access]:
+    def _captured_accesses(self, found: tuple, kernel: str, where: str) -> tuple[Access, ...]:
         """Accesses to the device arrays a kernel names as globals or closure variables:
         their whole bytes, in the mode the kernel uses them."""
         out = []
@@ -125,7 +128,7 @@ class Tracer:
                     continue
                 buf = self._external(obj, info).buffer
                 out.append(Access(buf, 0, self.buffers[buf].nbytes, mode))
-        return out
+        return tuple(out)
 
     def _arg(self, a: Any, kernel: str, where: str, i: int) -> Any:
         if isinstance(a, Array):
@@ -290,6 +293,19 @@ def _check_launchable(kernel: Any, name: str, where: str) -> None:
                          "error code after every launch, so it cannot live in a graph",
                          where=where, fix=f"define {name} with @cuda.jit (debug=False) for "
                                           "use in a tracegraph function")
+
+
+def _parameter_accesses(kernel: Any, traced_args: tuple, name: str,
+                        where: str) -> tuple[tuple[Access, ...], tuple, bool]:
+    """(accesses through its parameters, the globals and closure arrays it names, whether it
+    synchronizes the grid) of a launch of `kernel` with these arguments."""
+    _check_launchable(kernel, name, where)
+    ndims = tuple(_rank(a) for a in traced_args)
+    records = frozenset(i for i, a in enumerate(traced_args)
+                        if any(v.dtype.names for v in _views(a)))
+    found = _kernel_access(kernel, ndims, records)
+    return (tuple(_argument_accesses(traced_args, found, name, where)), found.globals,
+            _numba.uses_grid_sync(kernel))
 
 
 def _argument_accesses(traced_args: tuple, found: Any, name: str, where: str) -> list[Access]:
