@@ -428,30 +428,32 @@ def test_other_arrays_of_another_kind_get_a_full_analysis(backend, fixed_device_
 
 
 def test_the_collector_waits_while_graphs_compile_and_comes_back_as_it_was():
+    """Automatic collections pause (threshold 0) while any compile runs and come back with
+    the last; gc.isenabled(), which other code saves and restores, is never touched."""
     import gc
     import threading
 
     from tracegraph.collector import collection_paused
-    was = gc.isenabled()
-    try:
-        for before in (True, False):
-            (gc.enable if before else gc.disable)()
-            inside = threading.Event()
-            leave = threading.Event()
+    thresholds = gc.get_threshold()
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        inside, leave = threading.Event(), threading.Event()
 
-            def other():
-                with collection_paused():
-                    inside.set()
-                    leave.wait(5)
-
-            t = threading.Thread(target=other)
+        def other():
             with collection_paused():
-                assert not gc.isenabled()
+                inside.set()
+                leave.wait(5)
+
+        t = threading.Thread(target=other)
+        try:
+            with collection_paused():
+                assert gc.get_threshold()[0] == 0 and gc.isenabled() == enabled
                 t.start()
                 inside.wait(5)
-            assert not gc.isenabled()  # the other compile still runs
+            assert gc.get_threshold()[0] == 0  # the other compile still runs
             leave.set()
             t.join(5)
-            assert gc.isenabled() == before
-    finally:
-        (gc.enable if was else gc.disable)()
+            assert gc.get_threshold() == thresholds and gc.isenabled() == enabled
+        finally:
+            leave.set()
+            gc.enable()

@@ -122,6 +122,25 @@ def test_relaunches_with_equal_but_different_scalars_lower_apart():
     assert got[0][1] == CScalar("c_int64", 1) and got[2][1] is True
 
 
+def test_relaunches_with_equal_tuples_of_other_types_lower_apart(backend):
+    """Two namedtuples of equal values but other types (fields in another order) launch
+    differently: the reuse of parameters keys tuples by their type too."""
+    from collections import namedtuple
+    P, Q = namedtuple("P", "x y"), namedtuple("Q", "y x")
+
+    @cuda.jit
+    def push_x(out, p):
+        out[0] = out[0] * 10 + p.x
+
+    def body(out):
+        push_x[1, 1](out, P(1.0, 2.0))
+        push_x[1, 1](out, Q(1.0, 2.0))
+
+    out = cuda.to_device(np.zeros(1))
+    tg.compile(body, backend=backend)(out)
+    np.testing.assert_array_equal(out.copy_to_host(), [12.0])
+
+
 def test_argtypes_match_numba_typeof_of_the_same_views():
     views = [np.s_[:], np.s_[::2], np.s_[3:], np.s_[::-1]]
 

@@ -17,10 +17,10 @@ class ScalarArg:
 
 def args_key(args: tuple) -> tuple:
     """Launch arguments as a key that tells apart what compares equal but launches
-    differently: 1, 1.0 and True; 0.0 and -0.0 (typed, and by their exact text). Views
-    and dynamic scalars are keys already."""
+    differently: 1, 1.0 and True; 0.0 and -0.0 (typed, and by their exact text); tuples of
+    equal items but other types (two namedtuples). Views and dynamic scalars are keys."""
     return tuple(a if isinstance(a, (View, ScalarArg)) else
-                 (tuple, args_key(a)) if isinstance(a, tuple) else
+                 (type(a), args_key(a)) if isinstance(a, tuple) else
                  (type(a), repr(a)) for a in args)
 
 
