@@ -160,7 +160,7 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
         if inp.kind == "array":
             by_view.setdefault(inp.view, inp.index)
     outputs: list[OutputLeaf] = []
-    copied_out: dict[View, OutputLeaf] = {}
+    copied: dict[int, list[tuple[int, View, str]]] = {}  # results to copy out, per buffer
     in_bodies = body_buffers(tracer.ops)
     # views of an argument: of the caller's array, unless it may be a padded copy of it
     holder = {} if tracer.length is not None else {
@@ -182,10 +182,8 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
             if device_mode and buffer.kind in (TEMP, EXTERNAL) and view.buffer not in in_bodies:
                 outputs.append(OutputLeaf(OutputKind.DEVICE, view=view))
                 continue
-            # one copy per view, so an array returned twice is one result twice
-            if view not in copied_out:
-                copied_out[view] = _copy_out(tracer, view, path, device_mode, fn)
-            outputs.append(copied_out[view])
+            copied.setdefault(view.buffer, []).append((len(outputs), view, path))
+            outputs.append(None)  # type: ignore[arg-type]  # _copy_out fills it in
         elif isinstance(leaf, (np.ndarray,)) or arguments.describe(leaf) is not None:
             raise TraceError(f"{name} returned a {type(leaf).__name__} at {path} that is not "
                              "a traced array", where=_def_location(fn),
@@ -193,20 +191,45 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
                                  "tg.ops) or its array arguments")
         else:
             outputs.append(OutputLeaf(OutputKind.STATIC, value=leaf))
+    for results in copied.values():
+        for group in _overlapping(results):
+            _copy_out(tracer, group, outputs, device_mode, fn)
     return outputs, tree
 
 
-def _copy_out(tracer: Tracer, view: View, path: str, device_mode: bool,
-              fn: Callable) -> OutputLeaf:
-    """A result copied out: into pinned memory for NumPy results, into fresh device memory
-    for a view of a caller's array (which the caller may reuse)."""
-    start, stop = view.byte_range()
-    dst = tracer.new_buffer(stop - start, TEMP if device_mode else STAGING, f"{path}")
-    tracer.copy(_bytes_view(dst, 0, stop - start),
-                _bytes_view(view.buffer, start, stop - start), f"copy out {path}",
-                CopyRole.OUTPUT, _def_location(fn))
-    out_view = View(dst, view.offset - start, view.shape, view.strides, view.dtype)
-    return OutputLeaf(OutputKind.DEVICE if device_mode else OutputKind.HOST, view=out_view)
+def _overlapping(results: list[tuple[int, View, str]]) -> list[list[tuple[int, View, str]]]:
+    """Results over one buffer, in groups whose byte ranges overlap (chained): each group is
+    one copy, and views that share no byte stay copies of their own (no gap copied)."""
+    groups: list[list[tuple[int, View, str]]] = []
+    stop = -1
+    for r in sorted(results, key=lambda r: r[1].byte_range()):
+        lo, hi = r[1].byte_range()
+        if groups and lo < stop:
+            groups[-1].append(r)
+            stop = max(stop, hi)
+        else:
+            groups.append([r])
+            stop = hi
+    return groups
+
+
+def _copy_out(tracer: Tracer, results: list[tuple[int, View, str]], outputs: list,
+              device_mode: bool, fn: Callable) -> None:
+    """Overlapping results over one buffer, copied out once: into pinned memory for NumPy
+    results, into fresh device memory for views of a caller's array (which the caller may
+    reuse). The copy spans them all, so they share memory as they did in the function (an
+    array returned twice is one result twice)."""
+    start = min(v.byte_range()[0] for _, v, _ in results)
+    stop = max(v.byte_range()[1] for _, v, _ in results)
+    paths = ", ".join(dict.fromkeys(p for _, _, p in results))
+    dst = tracer.new_buffer(stop - start, TEMP if device_mode else STAGING, paths)
+    source = results[0][1].buffer
+    tracer.copy(_bytes_view(dst, 0, stop - start), _bytes_view(source, start, stop - start),
+                f"copy out {paths}", CopyRole.OUTPUT, _def_location(fn))
+    kind = OutputKind.DEVICE if device_mode else OutputKind.HOST
+    for index, view, _ in results:
+        outputs[index] = OutputLeaf(kind, view=View(dst, view.offset - start, view.shape,
+                                                    view.strides, view.dtype))
 
 
 def _argument_view(held: InputLeaf | None, buffer: Buffer, view: View) -> OutputLeaf | None:
