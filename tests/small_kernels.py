@@ -43,6 +43,13 @@ def iadd(x, y):
 
 
 @cuda.jit
+def increment(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 1
+
+
+@cuda.jit
 def fill(out, value):
     i = cuda.grid(1)
     if i < out.size:

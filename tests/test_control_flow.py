@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from eager import host
 from numba import cuda
-from small_kernels import add, iscale, scale
+from small_kernels import add, increment, iscale, scale
 
 import tracegraph as tg
 
@@ -229,27 +229,20 @@ def test_visualize_draws_bodies_as_clusters(backend):
     assert "shape=diamond" in dot and 'label="loop body"' in dot and "style=dashed" in dot
 
 
-@cuda.jit
-def _increment(a):
-    i = cuda.grid(1)
-    if i < a.size:
-        a[i] += 1
-
-
 def test_if_and_switch_follow_a_flag_argument_that_moves(backend):
     """The helper node that reads an if's flag (a switch's index) reads a graph-owned copy:
     a later call with the flag in another device array takes that array's branch."""
     def step_if(flag, o):
         with tg.if_(flag):
-            _increment[1, 32](o)
+            increment[1, 32](o)
 
     def step_switch(k, o):
         with tg.switch(k, 2) as cases:
             with cases[0]:
-                _increment[1, 32](o)
+                increment[1, 32](o)
             with cases[1]:
-                _increment[1, 32](o)
-                _increment[1, 32](o)
+                increment[1, 32](o)
+                increment[1, 32](o)
 
     f_if, f_switch = tg.compile(step_if, backend=backend), tg.compile(step_switch, backend=backend)
     f_if(cuda.to_device(np.array([1], np.int32)), cuda.to_device(np.zeros(4)))
