@@ -1157,3 +1157,53 @@ def test_an_array_returned_twice_is_one_object_twice_and_views_of_a_result_share
         else:  # NumPy results over one buffer are views of one array, as in NumPy
             a[:] = 0
         np.testing.assert_array_equal(host(tail), [0.0] * 3)
+
+
+_REBOUND = None
+
+
+@cuda.jit
+def _add_rebound(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] += _REBOUND[i]
+
+
+def test_a_global_a_kernel_names_rebound_inside_the_traced_function_is_refused(backend):
+    """Numba compiles one array into the kernel (on a GPU the first binding, on the
+    simulator the last): the graph cannot give each launch its own. Eager on the simulator
+    adds A then B; the graph added B twice."""
+    a, b = cuda.to_device(np.full(4, 1.0)), cuda.to_device(np.full(4, 100.0))
+
+    def step(out):
+        global _REBOUND
+        _REBOUND = a
+        _add_rebound[1, 4](out)
+        _REBOUND = b
+        _add_rebound[1, 4](out)
+
+    with pytest.warns(UserWarning), pytest.raises(tg.TraceError, match="bound to another array"):
+        tg.compile(step, backend=backend)(cuda.to_device(np.zeros(4)))
+
+
+def test_a_closure_variable_a_kernel_names_rebound_inside_the_traced_function_is_refused(
+        backend):
+    a, b = cuda.to_device(np.full(4, 1.0)), cuda.to_device(np.full(4, 100.0))
+    g = a
+
+    @cuda.jit
+    def add_g(out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] += g[i]
+
+    def step(out):
+        nonlocal g
+        g = a
+        add_g[1, 4](out)
+        g = b
+        add_g[1, 4](out)
+
+    with pytest.raises(tg.TraceError, match="bound to another array") as e:
+        tg.compile(step, backend=backend)(cuda.to_device(np.zeros(4)))
+    assert "as arguments" in e.value.fix

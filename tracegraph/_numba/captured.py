@@ -36,6 +36,17 @@ class GlobalRef:
             value = getattr(value, attr, None)
         return value
 
+    def site(self) -> tuple:
+        """Where the name lives (its module's globals, or its closure cell) and the path in
+        it: two kernels naming one global share a site."""
+        func = self.func()
+        if func is None:
+            return (None, self.path)
+        if self.path[0] == "<closure>":
+            names = func.__code__.co_freevars
+            return (id((func.__closure__ or ())[names.index(self.path[1])]), self.path[2:])
+        return (id(func.__globals__), self.path)
+
     def describe(self) -> str:
         func = self.func()
         where = getattr(func, "__name__", "?")

@@ -55,6 +55,8 @@ class Tracer:
         self._warned_stream = False
         self.node_attributes: Any = None  # what tg.node_attributes sets on launches now
         self._launches_seen: dict[tuple, tuple] = {}  # record_launch's memo
+        # a global or closure variable kernels name -> (what it held, where first seen)
+        self._bindings: dict[tuple, tuple[Any, str]] = {}
 
     def new_buffer(self, nbytes: int, kind: BufferKind, name: str = "", *,
                    input_index: int | None = None,
@@ -118,7 +120,9 @@ class Tracer:
         their whole bytes, in the mode the kernel uses them."""
         out = []
         for ref, mode in found:
-            for obj in _device_arrays(ref.resolve()):
+            value = ref.resolve()
+            self._check_still_bound(ref, value, kernel, where)
+            for obj in _device_arrays(value):
                 if isinstance(obj, Array):
                     raise TraceError(f"kernel {kernel} names a traced array through "
                                      f"{ref.describe()}", where=where,
@@ -129,6 +133,19 @@ class Tracer:
                 buf = self._external(obj, info).buffer
                 out.append(Access(buf, 0, self.buffers[buf].nbytes, mode))
         return tuple(out)
+
+    def _check_still_bound(self, ref: Any, value: Any, kernel: str, where: str) -> None:
+        """A global (or closure variable) a kernel names holds the same arrays at every
+        launch of the trace: Numba compiles the arrays it holds into the kernel once."""
+        site = ref.site()
+        first = self._bindings.setdefault(site, (value, where))
+        if first[0] is not value:
+            raise TraceError(f"kernel {kernel} names {ref.describe()}, which the traced "
+                             f"function bound to another array since a launch at {first[1]}; "
+                             "Numba compiles one array into a kernel, so the graph cannot "
+                             "follow the rebinding", where=where,
+                             fix="pass the arrays to the kernel as arguments instead of "
+                                 "rebinding a global or closure variable it names")
 
     def _arg(self, a: Any, kernel: str, where: str, i: int) -> Any:
         if isinstance(a, Array):
