@@ -814,3 +814,62 @@ def test_ping_pong_arrays_are_described_once_on_the_direct_path(fixed_device_arr
     assert len(described) <= 2
     np.testing.assert_array_equal(to_host(xs[0]), 63)  # 2x + 1 from 0, six times
     np.testing.assert_array_equal(to_host(xs[1]), 31)  # five times
+
+
+_BAKED_GLOBAL = cuda.to_device(np.zeros(N))
+
+
+@cuda.jit
+def _read_baked_global(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = _BAKED_GLOBAL[i]
+
+
+@pytest.mark.fake_platform
+def test_a_kernel_compiled_with_another_array_in_a_global_it_names_is_refused(monkeypatch):
+    """Numba compiles the array a global holds at a kernel's first compile into it (eager
+    launches keep using it after the name is rebound). The graph must not order the launch
+    for the array the name holds now: a LoweringError. The arrays compiled in come from
+    Numba's code library on a GPU; here the stand-in is told them."""
+    from tracegraph.backends.cuda.fake import FakePlatform
+    stale = cuda.to_device(np.zeros(N))
+
+    def step(out):
+        _read_baked_global[1, N](out)
+
+    for baked, ok in (([_BAKED_GLOBAL], True), ([_BAKED_GLOBAL[2:6]], True), ([stale], False)):
+        monkeypatch.setattr(FakePlatform, "baked_arrays", lambda self, k, t, b=baked: b)
+        f = tg.compile(step, backend="cuda")
+        if ok:
+            f(cuda.to_device(np.ones(N)))
+        else:
+            with pytest.raises(tg.LoweringError, match="held another device array") as e:
+                f(cuda.to_device(np.ones(N)))
+            assert "as an argument" in e.value.fix
+
+
+_STALE = cuda.to_device(np.zeros(N))
+
+
+@cuda.jit
+def _read_stale(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = _STALE[i]
+
+
+def test_a_global_rebound_after_the_kernel_s_first_compile_is_refused_on_the_gpu(gpu):
+    """On a GPU, Numba keeps the array _STALE held at the first launch compiled into
+    _read_stale; a trace after `_STALE = other` would order the launch for `other`."""
+    global _STALE
+    first = _STALE
+    _read_stale[1, N](cuda.device_array(N))  # compiled with `first` in it
+    cuda.synchronize()
+    _STALE = cuda.to_device(np.ones(N))
+    try:
+        with pytest.raises(tg.LoweringError, match="held another device array"):
+            tg.compile(lambda out: _read_stale[1, N](out), backend="cuda")(
+                cuda.device_array(N))
+    finally:
+        _STALE = first

@@ -44,6 +44,7 @@ from .kernels import (
 )
 from .layout import (
     array_type,
+    baked_device_arrays,
     compiled_kernel,
     cooperative_grid_limit,
     dtype_problem,
@@ -77,6 +78,7 @@ __all__ = [
     "KernelAccess",
     "allocation_refs",
     "array_type",
+    "baked_device_arrays",
     "compiled_kernel",
     "cooperative_grid_limit",
     "current_tracer",

@@ -258,6 +258,16 @@ def compiled_kernel(kernel: Any, argtypes: tuple) -> tuple[Any, bool]:
     return cufunc.kernel, bool(getattr(overload, "cooperative", False))
 
 
+def baked_device_arrays(kernel: Any, argtypes: tuple) -> list[Any]:
+    """The device arrays Numba compiled into the overload for `argtypes` by address (the
+    globals and closure variables it and its device functions name, as they were bound when
+    each was first compiled)."""
+    overload = kernel.compile(_star_packed(kernel, argtypes))
+    referenced = getattr(overload._codelibrary, "referenced_objects", {}) or {}
+    return [obj for obj in referenced.values()
+            if getattr(obj, "__cuda_array_interface__", None) is not None]
+
+
 def _star_packed(kernel: Any, argtypes: tuple) -> tuple:
     """Argument types as Numba compiles a `*args` kernel: the trailing ones in one
     StarArgTuple (its parameters are the same flattened fields)."""

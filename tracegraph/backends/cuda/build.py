@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import CudaError, LoweringError, TracegraphError
-from ...ir import OpKind, View
+from ...ir import BufferKind, OpKind, View
 from ...plan import CScalar, Plan, PlanNode, Ptr, ScalarSlot
+from ...signature import describe
 from .memory import GraphMemory
 from .moved_inputs import WatchedInput
 from .platform import error_name
@@ -46,6 +47,7 @@ class GraphBuilder:
         self.plan, self.memory, self.watch, self.platform = plan, memory, watch, platform
         self.guard = guard  # wraps a host callback so its errors are reported later
         self._kernels: dict[tuple, tuple[Any, bool]] = {}
+        self._baked: dict[tuple, list[tuple[int, int]]] = {}  # what each one compiled in
         self._builders = {OpKind.KERNEL: self._kernel, OpKind.MEMCPY: self._memcpy,
                           OpKind.MEMSET: self._memset, OpKind.HOST: self._host,
                           OpKind.EVENT_RECORD: self._event, OpKind.EVENT_WAIT: self._event,
@@ -138,6 +140,9 @@ class GraphBuilder:
                                     fix="fix the kernel; the same launch run eagerly raises "
                                         "the same error") from exc
             self._kernels[key] = compiled
+            self._baked[key] = _extents(self.platform.baked_arrays(launch.kernel,
+                                                                   node.argtypes))
+        self._check_baked(node, self._baked[key])
         kernel, cooperative = compiled
         config = self.platform.launch_config(launch.griddim, launch.blockdim, launch.sharedmem)
         args = [self.resolve(p) for p in node.params]
@@ -156,6 +161,23 @@ class GraphBuilder:
                 self.platform.set_access_policy(g, self.target(attrs.persist.buffer) + lo,
                                                 hi - lo, attrs.hit_ratio)
         return g
+
+    def _check_baked(self, node: PlanNode, baked: list[tuple[int, int]]) -> None:
+        """Every array Numba compiled into the kernel is one the trace ordered the launch
+        for: a kernel first compiled while a global it names held another array keeps that
+        array (eagerly too), and the graph would order the launch for the wrong memory."""
+        captured = [(b.address, b.address + b.nbytes) for b in
+                    (self.plan.buffers[a.buffer] for a in node.op.accesses)
+                    if b.kind == BufferKind.EXTERNAL]
+        for lo, hi in baked:
+            if not any(c_lo <= lo and hi <= c_hi for c_lo, c_hi in captured):
+                raise LoweringError(f"kernel {node.name} was compiled by Numba while a global "
+                                    "or closure variable it names held another device array "
+                                    f"(at {lo:#x}), which it keeps; the trace ordered it for "
+                                    "the array the name holds now", where=node.location,
+                                    fix="pass the array to the kernel as an argument, or do "
+                                        "not rebind a name a kernel uses after its first "
+                                        "launch")
 
     def _library(self, built: BuiltGraph, node: PlanNode, parent: Any, has_deps: bool) -> Any:
         """The call captured into a child graph over the buffers' addresses now; a caller's
@@ -362,3 +384,13 @@ def _parent(node: PlanNode, built: dict, kinds: dict, root: Any) -> tuple[Any, l
         if kinds[d] != OpKind.HOST:
             return built[d], [built[e] for e in deps[:k] + deps[k + 1:]]
     return root, [built[d] for d in deps]
+
+
+def _extents(arrays: list[Any]) -> list[tuple[int, int]]:
+    """The byte extents of device arrays (of those describe() reads)."""
+    out = []
+    for a in arrays:
+        info = describe(a)
+        if info is not None:
+            out.append(info.extent)
+    return out
