@@ -14,7 +14,7 @@ import pytest
 import captured_state
 from eager import fresh, host, matches_eager, to_device
 from numba import cuda
-from small_kernels import copy, increment, iscale, scale
+from small_kernels import copy, fill, increment, iscale, scale
 
 import tracegraph as tg
 
@@ -1207,3 +1207,53 @@ def test_a_closure_variable_a_kernel_names_rebound_inside_the_traced_function_is
     with pytest.raises(tg.TraceError, match="bound to another array") as e:
         tg.compile(step, backend=backend)(cuda.to_device(np.zeros(4)))
     assert "as arguments" in e.value.fix
+
+
+_HIDDEN = cuda.to_device(np.zeros(N))
+
+
+@cuda.jit(device=True)
+def _get_hidden(i):
+    return _HIDDEN[i]
+
+
+@cuda.jit(device=True)
+def _apply(f, i):
+    return f(i)
+
+
+_GETTERS = (_get_hidden,)
+
+
+@cuda.jit
+def _read_hidden_through_a_value(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = _apply(_get_hidden, i) * 2
+
+
+@cuda.jit
+def _read_hidden_through_a_tuple(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = _GETTERS[0](i) * 2
+
+
+@pytest.mark.parametrize("reader", [_read_hidden_through_a_value, _read_hidden_through_a_tuple])
+def test_a_global_read_by_a_device_function_passed_as_a_value_is_ordered(backend, monkeypatch,
+                                                                         reader):
+    """The reader reaches _HIDDEN only through a device function it hands to another, or
+    holds in a tuple: calls the analysis cannot follow, so all it can reach counts."""
+    def step(a):
+        out = cuda.device_array_like(a)
+        fill[GRID, BLOCK](a, 3.0)  # a is _HIDDEN: written through the argument
+        reader[GRID, BLOCK](out)
+        return out
+
+    def make():
+        _HIDDEN.copy_to_device(np.zeros(N))
+        return (_HIDDEN,)
+    f = matches_eager(step, make, backend, monkeypatch=monkeypatch)
+    if f is not None:
+        reads = [op for op in f.trace(_HIDDEN).ops if op.kind == "kernel"][1]
+        assert any(a.writes for a in reads.accesses)  # the captured array: read+write

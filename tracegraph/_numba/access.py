@@ -14,7 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .captured import GlobalRef, holds_arrays, is_device_array, unknown_globals
+from .captured import (
+    GlobalRef,
+    device_functions_in,
+    holds_arrays,
+    is_device_array,
+    unknown_globals,
+)
 from .kernels import is_device_function, kernel_py_func
 
 _META_ATTRS = frozenset({"shape", "size", "ndim", "dtype", "strides", "itemsize", "nbytes",
@@ -310,7 +316,14 @@ class _AccessInference:
             return
         if is_device_function(fn):  # f(*args), f(x=...), recursion: not followed
             self._escape_globals_of(fn, target)
+        elif fn is None and e.func.name not in self.methods:
+            # a callee not known here (a function passed in, FNS[0]): it may be any device
+            # function this code can reach, so anything they capture
+            self._escape_globals_of(self.func, target)
         for a in args:
+            # a device function handed to the callee may be called by it
+            for device_function in device_functions_in(self.globals.get(a.name, (None,))[0]):
+                self._escape_globals_of(device_function, target)
             self._escape(a)
             # a call may hand back a view of what it was given
             self.alias.setdefault(target, set()).update(

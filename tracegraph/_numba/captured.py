@@ -75,15 +75,24 @@ def _attributes(value: Any) -> dict | None:
     return None
 
 
+def device_functions_in(value: Any) -> list[Any]:
+    """The device functions a value is or holds (a tuple of them, at any depth)."""
+    if is_device_function(value):
+        return [value]
+    if type(value) is tuple:
+        return [f for v in value for f in device_functions_in(v)]
+    return []
+
+
 def unknown_globals(kernel: Any) -> tuple[tuple[GlobalRef, str], ...]:
-    """For a kernel (or device function) whose IR could not be followed: every array its
-    code names as a global or closure variable, and those of the device functions it
-    names, read and written."""
+    """For a kernel (or device function, or its Python function) whose IR could not be
+    followed: every array its code names as a global or closure variable, and those of the
+    device functions it names (also held in tuples), read and written."""
     found: list[tuple[GlobalRef, str]] = []
     seen: set[int] = set()
 
     def visit(fn: Any) -> None:
-        func = kernel_py_func(fn)
+        func = fn if isinstance(fn, types.FunctionType) else kernel_py_func(fn)
         if id(func) in seen:
             return
         seen.add(id(func))
@@ -109,7 +118,7 @@ def unknown_globals(kernel: Any) -> tuple[tuple[GlobalRef, str], ...]:
             seen_paths.add(path)
             if holds_arrays(value):
                 found.append((GlobalRef(weakref.ref(func), path), "rw"))
-            elif is_device_function(value):
-                visit(value)
+            for device_function in device_functions_in(value):
+                visit(device_function)
     visit(kernel)
     return tuple(found)
