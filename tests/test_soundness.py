@@ -1257,3 +1257,46 @@ def test_a_global_read_by_a_device_function_passed_as_a_value_is_ordered(backend
     if f is not None:
         reads = [op for op in f.trace(_HIDDEN).ops if op.kind == "kernel"][1]
         assert any(a.writes for a in reads.accesses)  # the captured array: read+write
+
+
+@pytest.mark.parametrize("when", ["rebound before the launch, then back", "after the launch"])
+def test_a_global_a_kernel_names_rebound_around_its_launch_is_refused(backend, when):
+    """The graph runs the kernel on one array: the name must hold at the end of the trace
+    what it held at the launch (a rebinding undone, or made after, changes what runs)."""
+    a, b = cuda.to_device(np.full(4, 1.0)), cuda.to_device(np.full(4, 100.0))
+
+    def step(out):
+        global _REBOUND
+        _REBOUND = a
+        if when.startswith("rebound before"):
+            _REBOUND = b
+            _add_rebound[1, 4](out)
+            _REBOUND = a
+        else:
+            _add_rebound[1, 4](out)
+            _REBOUND = b
+
+    with pytest.warns(UserWarning), pytest.raises(tg.TraceError, match="after its launch"):
+        tg.compile(step, backend=backend)(cuda.to_device(np.zeros(4)))
+
+
+def test_a_global_rebound_between_calls_is_refused_on_sim():
+    """The simulator reads a kernel's globals when it runs: the graph, ordered for the
+    traced array, would race with the new one. (On a GPU the compiled kernel keeps the
+    traced array, as eager Numba's does, so cuda replays as eager; the CPU stand-in of
+    cuda reads globals as the simulator does, and does not model that.)"""
+    global _REBOUND
+    first = _REBOUND = cuda.to_device(np.full(4, 1.0))
+    f = tg.compile(lambda out: _add_rebound[1, 4](out), backend="sim")
+    f(cuda.to_device(np.zeros(4)))
+    try:
+        _REBOUND = cuda.to_device(np.full(4, 100.0))
+        with pytest.raises(tg.TracegraphError, match="bound to another array") as e:
+            f(cuda.to_device(np.zeros(4)))
+        assert "f.clear()" in e.value.fix
+        f.clear()
+        out = cuda.to_device(np.zeros(4))
+        f(out)
+        np.testing.assert_array_equal(out.copy_to_host(), 100.0)
+    finally:
+        _REBOUND = first

@@ -123,6 +123,7 @@ class SimExecutable:
 
     def _run(self, leaves: list[Any], infos: list[ArrayInfo | None]) -> Any:
         plan = self.plan
+        self._check_bindings()
         mem = dict(self.memory)
         device_bases, staging_bases = input_bases(self.table, infos)
         copied_from_device = self._device_memory(mem, device_bases)
@@ -152,6 +153,18 @@ class SimExecutable:
         for o, same in zip(plan.outputs, self.table.same_as):
             out.append(out[same] if same is not None else self._output(o, leaves, mem, shared))
         return pytree.unflatten(plan.output_tree, out)
+
+    def _check_bindings(self) -> None:
+        """The simulator reads a kernel's globals when it runs, so a name rebound since the
+        trace would run the kernels on memory the graph was not ordered for (on a GPU the
+        compiled kernels keep the traced arrays, as eager Numba's do)."""
+        for ref, value in self.plan.program.bindings:
+            if ref.resolve() is not value:
+                raise TracegraphError(f"{ref.describe()}, a device array kernels of "
+                                      f"{self.plan.name} name, was bound to another array "
+                                      "since the function was traced",
+                                      fix="call f.clear() to trace it again, or pass the "
+                                          "array to the kernels as an argument")
 
     def _execute_or_note(self, node: Any, mem: dict, captured: dict, leaves: list,
                          at_limit: list) -> None:

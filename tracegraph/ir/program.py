@@ -71,6 +71,9 @@ class Program:
     # (reductions, softmax, layer_norm, matmul's K): dynamic.py checks none follows the
     # dynamic length, where padding would count
     combines: tuple[tuple[str, str, int], ...] = ()
+    # (GlobalRef, what it held) of each global or closure variable the kernels name: the
+    # simulator reads them when a kernel runs, so a rebinding since the trace is refused
+    bindings: tuple[tuple[Any, Any], ...] = ()
 
     def replace(self, **changes: Any) -> Program:
         fields = {f: getattr(self, f) for f in self.__dataclass_fields__}

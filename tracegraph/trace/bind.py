@@ -60,6 +60,7 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
         result = fn(*args, **kwargs)
     finally:
         _numba.set_tracer(previous)
+    tracer.check_bindings(_def_location(fn))
     if len(tracer.ops) == n_prologue and not tracer.launches:
         raise TraceError(f"the traced function {name} launched nothing",
                          where=_def_location(fn),
@@ -73,7 +74,7 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     return Program(name, ops, tuple(tracer.buffers), tuple(inputs), tree, tuple(outputs),
                    out_tree, op_graph(ops), device_mode,
                    aliased_inputs(tracer.buffers, inputs, infos),
-                   combines=tuple(tracer.combines))
+                   combines=tuple(tracer.combines), bindings=tracer.bindings)
 
 
 def aliased_inputs(buffers: tuple[Buffer, ...] | list[Buffer], inputs: list[InputLeaf],

@@ -55,8 +55,9 @@ class Tracer:
         self._warned_stream = False
         self.node_attributes: Any = None  # what tg.node_attributes sets on launches now
         self._launches_seen: dict[tuple, tuple] = {}  # record_launch's memo
-        # a global or closure variable kernels name -> (what it held, where first seen)
-        self._bindings: dict[tuple, tuple[Any, str]] = {}
+        # a global or closure variable kernels name -> (its GlobalRef, what it held, the
+        # kernel, where first seen)
+        self._bindings: dict[tuple, tuple[Any, Any, str, str]] = {}
 
     def new_buffer(self, nbytes: int, kind: BufferKind, name: str = "", *,
                    input_index: int | None = None,
@@ -137,15 +138,21 @@ class Tracer:
     def _check_still_bound(self, ref: Any, value: Any, kernel: str, where: str) -> None:
         """A global (or closure variable) a kernel names holds the same arrays at every
         launch of the trace: Numba compiles the arrays it holds into the kernel once."""
-        site = ref.site()
-        first = self._bindings.setdefault(site, (value, where))
-        if first[0] is not value:
-            raise TraceError(f"kernel {kernel} names {ref.describe()}, which the traced "
-                             f"function bound to another array since a launch at {first[1]}; "
-                             "Numba compiles one array into a kernel, so the graph cannot "
-                             "follow the rebinding", where=where,
-                             fix="pass the arrays to the kernel as arguments instead of "
-                                 "rebinding a global or closure variable it names")
+        first = self._bindings.setdefault(ref.site(), (ref, value, kernel, where))
+        if first[1] is not value:
+            raise _rebound(ref, kernel, where, f"since a launch at {first[3]}")
+
+    def check_bindings(self, where: str) -> None:
+        """After the function returned: the names kernels use hold what they held at their
+        launches (a rebinding undone, or made after the last launch, is one too)."""
+        for ref, value, kernel, launched in self._bindings.values():
+            if ref.resolve() is not value:
+                raise _rebound(ref, kernel, where, f"after its launch at {launched}")
+
+    @property
+    def bindings(self) -> tuple[tuple[Any, Any], ...]:
+        """(GlobalRef, what it held) of every global or closure variable kernels name."""
+        return tuple((ref, value) for ref, value, _, _ in self._bindings.values())
 
     def _arg(self, a: Any, kernel: str, where: str, i: int) -> Any:
         if isinstance(a, Array):
@@ -310,6 +317,14 @@ def _check_launchable(kernel: Any, name: str, where: str) -> None:
                          "error code after every launch, so it cannot live in a graph",
                          where=where, fix=f"define {name} with @cuda.jit (debug=False) for "
                                           "use in a tracegraph function")
+
+
+def _rebound(ref: Any, kernel: str, where: str, when: str) -> TraceError:
+    return TraceError(f"kernel {kernel} names {ref.describe()}, which the traced function "
+                      f"bound to another array {when}; Numba compiles one array into a "
+                      "kernel, so the graph cannot follow the rebinding", where=where,
+                      fix="pass the arrays to the kernel as arguments instead of rebinding "
+                          "a global or closure variable it names")
 
 
 def _parameter_accesses(kernel: Any, traced_args: tuple, name: str,
