@@ -123,7 +123,13 @@ class SimExecutable:
 
     def _run(self, leaves: list[Any], infos: list[ArrayInfo | None]) -> Any:
         plan = self.plan
-        self._check_bindings()
+        # kernels read their globals when they run here (a GPU's keep the traced arrays):
+        # a name rebound since the trace would not match the graph's order
+        if (ref := plan.program.rebound()) is not None:
+            raise TracegraphError(f"{ref.describe()}, a device array kernels of {plan.name} "
+                                  "name, was bound to another array since it was traced",
+                                  fix="call f.clear() to trace it again, or pass the array "
+                                      "to the kernels as an argument")
         mem = dict(self.memory)
         device_bases, staging_bases = input_bases(self.table, infos)
         copied_from_device = self._device_memory(mem, device_bases)
@@ -149,22 +155,10 @@ class SimExecutable:
         if at_limit:
             raise loop_limit_error(at_limit[0])
         out: list[Any] = []
-        shared: dict[int, tuple] = {}  # result buffer -> (its host copy, device copy)
+        shared: dict[int, list] = {}  # result buffer -> [its host copy, device copy]
         for o, same in zip(plan.outputs, self.table.same_as):
             out.append(out[same] if same is not None else self._output(o, leaves, mem, shared))
         return pytree.unflatten(plan.output_tree, out)
-
-    def _check_bindings(self) -> None:
-        """The simulator reads a kernel's globals when it runs, so a name rebound since the
-        trace would run the kernels on memory the graph was not ordered for (on a GPU the
-        compiled kernels keep the traced arrays, as eager Numba's do)."""
-        for ref, value in self.plan.program.bindings:
-            if ref.resolve() is not value:
-                raise TracegraphError(f"{ref.describe()}, a device array kernels of "
-                                      f"{self.plan.name} name, was bound to another array "
-                                      "since the function was traced",
-                                      fix="call f.clear() to trace it again, or pass the "
-                                          "array to the kernels as an argument")
 
     def _execute_or_note(self, node: Any, mem: dict, captured: dict, leaves: list,
                          at_limit: list) -> None:
@@ -305,9 +299,8 @@ class SimExecutable:
         # event record/wait: the simulator runs nodes one at a time, so order is all there is
 
     def _output(self, out: Any, leaves: list[Any], mem: dict[int, np.ndarray],
-                shared: dict[int, tuple]) -> Any:
-        """A result: views of one result buffer share one copy of it, as they share the
-        buffer on cuda (and one array eagerly)."""
+                shared: dict[int, list]) -> Any:
+        """A result: views of one result buffer share one copy of it, as on cuda."""
         if out.kind == "static":
             return out.value
         if out.kind == "input":
@@ -315,22 +308,20 @@ class SimExecutable:
         if out.kind == "input view":
             from . import argument_view
             return argument_view(leaves[out.input_index], out)
-        b = out.view.buffer
-        if b not in shared:
-            shared[b] = (mem[b].copy(), None)
-        host_buffer, device_buffer = shared[b]
-        host = _ndarray(out.view, {b: host_buffer})
+        v = out.view
+        if v.buffer not in shared:
+            shared[v.buffer] = [mem[v.buffer].copy(), None]  # [host copy, device copy]
+        copies = shared[v.buffer]
+        host = _ndarray(v, {v.buffer: copies[0]})
         if out.kind == "host":
             return host
         if _numba.SIMULATOR:
             return _numba.simulator_array(host)  # over the shared host copy
-        if any(s < 0 for s in out.view.strides):
+        if any(s < 0 for s in v.strides):
             return _numba.to_device(host.copy())  # as cuda: a copy (docs/sharp-edges.md)
-        if device_buffer is None:
-            device_buffer = _numba.to_device(host_buffer)
-            shared[b] = (host_buffer, device_buffer)
-        v = out.view
-        return _numba.device_view(device_buffer, v.offset, v.shape, v.strides, v.dtype)
+        if copies[1] is None:
+            copies[1] = _numba.to_device(copies[0])
+        return _numba.device_view(copies[1], v.offset, v.shape, v.strides, v.dtype)
 
 
 def runs_sim_function(op: Op) -> bool:

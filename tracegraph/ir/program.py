@@ -75,6 +75,11 @@ class Program:
     # simulator reads them when a kernel runs, so a rebinding since the trace is refused
     bindings: tuple[tuple[Any, Any], ...] = ()
 
+    def rebound(self) -> Any:
+        """The first global or closure variable kernels name that holds another array now
+        than when traced (None: none)."""
+        return next((ref for ref, value in self.bindings if ref.resolve() is not value), None)
+
     def replace(self, **changes: Any) -> Program:
         fields = {f: getattr(self, f) for f in self.__dataclass_fields__}
         fields.update(changes)
