@@ -6,9 +6,10 @@ overloads). fake.py implements the same interface on the CPU for tests.
 Measured on an H200 (docs/performance.md): re-pointing a kernel node through cuda.core's
 node update re-marshals every argument (about 22 us), through cuGraphExecKernelNodeSetParams
 on parameter storage we own about 1.5 us; a memcpy node re-points faster through cuda.core
-(1.1 us) than through the driver's CUDA_MEMCPY3D (2.2 us); launching through cuda.core
-(3.2 us) and cuda.bindings (3.4 us) costs about 1 us more than CuPy's Cython launch, so a
-replay on the default stream launches through a small C helper where it is built.
+(1.1 us) than through the driver's CUDA_MEMCPY3D (2.2 us). The bare launch costs about the
+same through cuda.core, cuda.bindings or C, but a replay launching through a small C helper
+measured 0.4-1.5 us faster than one through cuda.core's Graph.launch, so replays on the
+default stream use it where it is built.
 """
 from __future__ import annotations
 
