@@ -58,9 +58,9 @@ from .layout import (
     tuple_type,
     unflatten_params,
 )
+from .simshared import fix_eager_shared_arrays
 from .simulate import (
     GridSyncError,
-    fix_eager_shared_arrays,
     run_simulated,
     simulator_array,
     simulator_kernel,

@@ -26,6 +26,16 @@ from .kernels import is_device_function, kernel_py_func
 _META_ATTRS = frozenset({"shape", "size", "ndim", "dtype", "strides", "itemsize", "nbytes",
                          "layout"})
 _NO_ACCESS_GLOBALS = frozenset({len})
+
+
+class _Intrinsic:
+    """What `cuda.grid`, `cuda.atomic.add`... are to the analysis where Numba's simulator
+    mode leaves them off the module (the simulator supplies them only while a kernel
+    runs): known functions that touch only their arguments, as on a GPU, not unknown
+    callees (which would count every captured array and hide gaps the GPU would show)."""
+
+
+_INTRINSIC = _Intrinsic()
 _inference_cache: weakref.WeakKeyDictionary[Callable, dict] = weakref.WeakKeyDictionary()
 _inference_lock = threading.Lock()
 
@@ -37,10 +47,14 @@ class KernelAccess:
     params:  per launch argument, "" (untouched), "r", "w" or "rw"
     stored:  arguments the kernel certainly stores to (not only through unseen calls)
     globals: (GlobalRef, mode) for each global or closure variable that may hold arrays
+    calls_unknown: it calls a function it was handed (a parameter, a tuple member), which
+             may be any device function its callers can reach: they count what those
+             capture
     """
     params: tuple[str, ...]
     stored: frozenset[int]
     globals: tuple[tuple[GlobalRef, str], ...]
+    calls_unknown: bool = False
 
 
 def infer_param_access(kernel: Any, ndims: tuple[int | None, ...]) -> tuple[str, ...]:
@@ -83,7 +97,7 @@ def _infer_launch(func: Callable, ndims: tuple[int | None, ...], records: frozen
     stored = {p for p in inner.stored if p < nfixed}
     if nfixed in inner.stored:
         stored.update(i for i, r in enumerate(ndims) if i >= nfixed and r is not None)
-    return KernelAccess(params, frozenset(stored), inner.globals)
+    return KernelAccess(params, frozenset(stored), inner.globals, inner.calls_unknown)
 
 
 def _infer(func: Callable, ndims: tuple[int | None, ...], records: frozenset[int],
@@ -101,6 +115,11 @@ def _constant_index_rank(index: Any) -> int:
         ranks = [_constant_index_rank(i) for i in index]
         return -1 if any(r < 0 for r in ranks) else sum(ranks)
     return 1
+
+
+def _cuda_module() -> Any:
+    from numba import cuda
+    return cuda
 
 
 class _AccessInference:
@@ -130,6 +149,7 @@ class _AccessInference:
         self.methods: dict[str, set[Any]] = {}  # vars holding a bound method of an array
         self.globals: dict[str, tuple[Any, tuple[str, ...]]] = {}  # var -> (value, path)
         self.refs: dict[Any, GlobalRef] = {}   # ("global", key) -> where to find it
+        self.calls_unknown = False
 
     def run(self) -> KernelAccess:
         from numba.core import ir
@@ -154,7 +174,7 @@ class _AccessInference:
         found = tuple((ref, ("r" if s in self.reads else "") + ("w" if s in self.writes else ""))
                       for s, ref in self.refs.items() if s in self.reads or s in self.writes)
         stored = frozenset(s for s in self.stored if isinstance(s, int))
-        return KernelAccess(params, stored, found)
+        return KernelAccess(params, stored, found, self.calls_unknown)
 
     def _size(self) -> tuple[int, ...]:
         return (len(self.reads), len(self.writes), len(self.stored),
@@ -284,7 +304,10 @@ class _AccessInference:
             self.alias.setdefault(target, set()).update(self.alias.get(base, ()))
         elif base in self.globals:
             value, path = self.globals[base]
-            self._global(target, getattr(value, e.attr, None), (*path, e.attr) if path else ())
+            found = getattr(value, e.attr, None)
+            if found is None and (value is _INTRINSIC or value is _cuda_module()):
+                found = _INTRINSIC
+            self._global(target, found, (*path, e.attr) if path else ())
         elif any(rank == 0 for _, rank in self.alias.get(base, ())):
             # a field of a record element: a value, or an array field stores can go into
             for p, _ in self.alias.get(base, ()):
@@ -318,8 +341,8 @@ class _AccessInference:
             self._escape_globals_of(fn, target)
         elif fn is None and e.func.name not in self.methods:
             # a callee not known here (a function passed in, FNS[0]): it may be any device
-            # function this code can reach, so anything they capture
-            self._escape_globals_of(self.func, target)
+            # function this code or its callers can reach, so anything they capture
+            self._unknown_callee(target)
         for a in args:
             # a device function handed to the callee may be called by it
             for device_function in device_functions_in(self.globals.get(a.name, (None,))[0]):
@@ -346,8 +369,12 @@ class _AccessInference:
                 self._escape(a)
                 self.alias.setdefault(target, set()).update(
                     (p, -1) for p, _ in self.alias.get(a.name, ()))
-            self._escape_globals_of(fn, target)
+            self._unknown_callee(target)  # it may call what it was handed, too
             return
+        if inner.calls_unknown:
+            # what it calls may be a device function handed down from here or above: any
+            # array this function (and so, going up, the kernel) can reach
+            self._unknown_callee(target)
         for k, (a, mode) in enumerate(zip(args, inner.params)):
             ps = self._sources(a)
             if "r" in mode:
@@ -368,6 +395,10 @@ class _AccessInference:
             # it may hand back a captured array it names (`return G`): stores through
             # the result are stores to it
             self.alias.setdefault(target, set()).add((key, -1))
+
+    def _unknown_callee(self, target: str) -> None:
+        self.calls_unknown = True
+        self._escape_globals_of(self.func, target)
 
     def _escape_globals_of(self, fn: Any, target: str) -> None:
         """A device function we could not follow: every array it (or a device function

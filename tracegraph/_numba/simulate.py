@@ -15,12 +15,16 @@ from typing import Any
 import numpy as np
 
 from .kernels import SIMULATOR, _KernelType, is_device_function, referenced_names
+from .simshared import shared_array
 
 _sim_kernels: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _sim_lock = threading.RLock()
 # the globals and closure cells of every clone, where captured device arrays are swapped
 # for simulator arrays during a launch
 _clone_scopes: list[tuple[dict, tuple]] = []
+# per clone: the original function, its clone's namespace and cells, and the original values
+# they were made from (to follow a name the user rebinds, as the simulator does)
+_clone_sources: list[tuple[Callable, dict, tuple, dict[str, Any], list[Any]]] = []
 
 
 def simulator_lock() -> threading.RLock:
@@ -68,7 +72,41 @@ def _clone(dispatcher: Any, wrap: Callable[[Callable], Any]) -> Any:
         func.__code__, namespace, func.__name__, func.__defaults__, cells))
     _rebind(func, namespace, cells)
     _clone_scopes.append((namespace, cells or ()))
+    _clone_sources.append((func, namespace, cells or (), _names_now(func), _cells_now(func)))
     return result
+
+
+def _names_now(func: Callable) -> dict[str, Any]:
+    return {name: func.__globals__[name] for name in referenced_names(func.__code__)
+            if name in func.__globals__}
+
+
+def _cells_now(func: Callable) -> list[Any]:
+    values = []
+    for cell in func.__closure__ or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:
+            values.append(_EMPTY)
+    return values
+
+
+_EMPTY = object()
+
+
+def _follow_rebound_names() -> None:
+    """A clone's namespace is a copy: point it at what the user's names hold now, so the
+    simulator reads a rebound global as Numba's own simulator does (the trace orders the
+    launch for the array the name holds now)."""
+    for func, namespace, cells, names, values in _clone_sources:
+        for name, value in _names_now(func).items():
+            if names.get(name, _EMPTY) is not value:
+                names[name] = value
+                namespace[name] = _sim_value(value)
+        for k, value in enumerate(_cells_now(func)):
+            if values[k] is not value and value is not _EMPTY:
+                values[k] = value
+                cells[k].cell_contents = _sim_value(value)
 
 
 def _sim_value(value: Any) -> Any:
@@ -153,6 +191,8 @@ def run_simulated(kernel: Any, griddim: tuple, blockdim: tuple, sharedmem: int,
     not cooperative raises, as the device would fail it."""
     fake = simulator_kernel(kernel)
     with _sim_lock:
+        if not SIMULATOR:
+            _follow_rebound_names()
         undo = _swap_captured(captured) if captured else []
         # The simulator runs a Python thread per CUDA thread and polls them at every
         # syncthreads(); a short switch interval makes shared-memory kernels ~20x faster.
@@ -171,42 +211,6 @@ def run_simulated(kernel: Any, griddim: tuple, blockdim: tuple, sharedmem: int,
                     where.cell_contents = value
                 else:
                     where[name] = value
-
-
-def shared_array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> np.ndarray:
-    """`cuda.shared.array` of one simulated block, where all its threads get one array.
-
-    Numba's (FakeCUDAShared.array) looks the allocation up and stores a new one in two
-    steps, so two threads of a block that reach it at once can each get their own array:
-    a block whose threads no longer share memory (seen as wrong matmul tiles and layer
-    norms about one run in two of examples/decode_step.py). Here one atomic setdefault
-    decides which array they all get."""
-    from numba.core import types as numba_types
-    from numba.np import numpy_support
-    if alignment is not None or shape == 0:
-        return _numba_shared_array()(self, shape, dtype, alignment)
-    if isinstance(dtype, numba_types.Type):
-        dtype = numpy_support.as_dtype(dtype)
-    caller = sys._getframe(1)  # allocations are keyed by the line that asks, as Numba's
-    key = (caller.f_code.co_filename, caller.f_lineno)
-    found = self._allocations.get(key)
-    if found is None:
-        found = self._allocations.setdefault(key, np.empty(shape, dtype))
-    return found
-
-
-@functools.cache
-def _numba_shared_array() -> Callable:
-    from numba.cuda.simulator.kernelapi import FakeCUDAShared
-    return FakeCUDAShared.array
-
-
-def fix_eager_shared_arrays() -> None:
-    """Make Numba's own simulator launches (eager references in tests and examples)
-    allocate shared arrays atomically too."""
-    from numba.cuda.simulator.kernelapi import FakeCUDAShared
-    _numba_shared_array()
-    FakeCUDAShared.array = shared_array
 
 
 class GridSyncError(RuntimeError):
