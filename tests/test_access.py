@@ -174,12 +174,22 @@ def test_nested_device_functions_seen_through():
     assert "w" in modes[2]                           # written by _set_one
 
 
-def test_device_function_with_keywords_is_conservative():
+def test_device_function_called_with_keywords_seen_through():
     @cuda.jit
     def k(x, out):
         i = cuda.grid(1)
         if i < out.size:
-            _set_one(a=out, i=i)
+            _set_one(i=i, a=out)
+
+    assert _modes(k, _dev(8), _dev(8)) == ["", "w"]
+
+
+def test_device_function_called_with_a_skipped_parameter_is_conservative():
+    @cuda.jit
+    def k(x, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            _set_one(out, *(i,))
 
     assert _modes(k, _dev(8), _dev(8))[1] == "rw"
 
@@ -262,7 +272,7 @@ def test_access_rejects_non_kernel_and_unknown_parameter():
     def k(x):
         x[0] = 1.0
 
-    with pytest.raises(tg.TraceError, match="expects a @cuda.jit kernel"):
+    with pytest.raises(tg.TraceError, match=r"expects a @cuda.jit kernel"):
         tg.access(lambda x: x, writes=["x"])
     with pytest.raises(tg.TraceError, match="has no parameter 'y'") as e:
         tg.access(k, writes=["y"])

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import types
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .kernels import is_device_function, kernel_py_func, referenced_names
 
+_MAX_ATTRIBUTE_DEPTH = 8  # `a.b.c...`: deeper paths than any package's
+
 
 @dataclass(frozen=True)
 class GlobalRef:
-    """A device array a kernel names by a global or closure variable: found again from the
-    function's namespace at every trace, so a rebound name is followed."""
+    """A device array a kernel names by a global or closure variable (or a parameter's
+    default): found again from the function's namespace at every trace, so a rebound name
+    is followed."""
     func: Any                 # a weak reference to the Python function whose namespace holds it
-    path: tuple[str, ...]     # ("name", "attr", ...) or ("<closure>", name, "attr", ...)
+    path: tuple[str, ...]     # ("name", "attr", ...), ("<closure>", name, "attr", ...) or
+    #                           ("<default>", parameter, "attr", ...)
 
     def resolve(self) -> Any:
         func = self.func()
@@ -30,6 +35,8 @@ class GlobalRef:
             except ValueError:
                 return None
             rest = rest[1:]
+        elif head == "<default>":
+            value, rest = _default(func, rest[0]), rest[1:]
         else:
             value = func.__globals__.get(head)
         for attr in rest:
@@ -45,33 +52,52 @@ class GlobalRef:
         if self.path[0] == "<closure>":
             names = func.__code__.co_freevars
             return (id((func.__closure__ or ())[names.index(self.path[1])]), self.path[2:])
+        if self.path[0] == "<default>":
+            return (id(func), self.path)
         return (id(func.__globals__), self.path)
 
     def describe(self) -> str:
         func = self.func()
         where = getattr(func, "__name__", "?")
+        if self.path[0] == "<default>":
+            return f"the default of parameter {'.'.join(self.path[1:])} (of {where})"
         path = self.path[1:] if self.path[0] == "<closure>" else self.path
         return f"{'.'.join(path)} (named in {where})"
 
 
+def _default(func: Any, name: str) -> Any:
+    code = func.__code__
+    names = code.co_varnames[:code.co_argcount]
+    defaults = func.__defaults__ or ()
+    index = names.index(name) - (len(names) - len(defaults))
+    return defaults[index] if 0 <= index < len(defaults) else None
+
+
 def is_device_array(value: Any) -> bool:
-    """Numba device arrays and anything exposing the CUDA Array Interface (captured by
-    address); NumPy globals are compile-time constants."""
+    """Numba device arrays and anything exposing the CUDA Array Interface, also as an
+    instance attribute (captured by address); NumPy globals are compile-time constants."""
     from .devicearrays import is_simulated_device_array
-    return hasattr(type(value), "__cuda_array_interface__") or is_simulated_device_array(value)
+    if hasattr(type(value), "__cuda_array_interface__") or is_simulated_device_array(value):
+        return True
+    if isinstance(value, (types.ModuleType, type, types.FunctionType, int, float, str)):
+        return False
+    try:
+        return getattr(value, "__cuda_array_interface__", None) is not None
+    except Exception:  # a property that raises: not an array
+        return False
 
 
 def holds_arrays(value: Any) -> bool:
     if is_device_array(value):
         return True
-    return type(value) is tuple and any(holds_arrays(v) for v in value)
+    return isinstance(value, tuple) and any(holds_arrays(v) for v in value)
 
 
-def _attributes(value: Any) -> dict | None:
+def _attributes(value: Any) -> Mapping | None:
     """The attributes of a module, class or plain object (not of a function or array)."""
     if isinstance(value, (types.ModuleType, type)) or not callable(value):
         attrs = getattr(value, "__dict__", None)
-        return attrs if isinstance(attrs, dict) else None
+        return attrs if isinstance(attrs, Mapping) else None
     return None
 
 
@@ -79,15 +105,53 @@ def device_functions_in(value: Any) -> list[Any]:
     """The device functions a value is or holds (a tuple of them, at any depth)."""
     if is_device_function(value):
         return [value]
-    if type(value) is tuple:
+    if isinstance(value, tuple):
         return [f for v in value for f in device_functions_in(v)]
     return []
+
+
+def _functions_in(value: Any) -> list[Any]:
+    """The functions a kernel may call through a value: device functions, and the plain
+    Python functions register_jitable makes callable."""
+    from .callees import followed_function
+    if isinstance(value, tuple):
+        return [f for v in value for f in _functions_in(v)]
+    func = followed_function(value)
+    return [func] if func is not None else []
+
+
+def _named_values(func: Any) -> list[tuple[tuple[str, ...], Any]]:
+    """(path, value) of what a function's code can name: its globals, closure variables and
+    parameters' defaults, and their attributes the code names, to any depth."""
+    code = func.__code__
+    names = referenced_names(code)
+    named: list[tuple[tuple[str, ...], Any]] = [
+        ((name,), func.__globals__[name]) for name in names if name in func.__globals__]
+    for name, cell in zip(code.co_freevars, func.__closure__ or ()):
+        try:
+            named.append((("<closure>", name), cell.cell_contents))
+        except ValueError:
+            continue
+    params = code.co_varnames[:code.co_argcount]
+    for name, value in zip(params[len(params) - len(func.__defaults__ or ()):],
+                           func.__defaults__ or ()):
+        named.append((("<default>", name), value))
+    level = named
+    for _ in range(_MAX_ATTRIBUTE_DEPTH):  # `module.G`, `obj.G`, `pkg.sub.mod.G`
+        level = [((*path, attr), attrs[attr]) for path, value in level
+                 if isinstance(attrs := _attributes(value), Mapping)
+                 for attr in names if attr in attrs]
+        if not level:
+            break
+        named += level
+    return named
 
 
 def unknown_globals(kernel: Any) -> tuple[tuple[GlobalRef, str], ...]:
     """For a kernel (or device function, or its Python function) whose IR could not be
     followed: every array its code names as a global or closure variable, and those of the
-    device functions it names (also held in tuples), read and written."""
+    functions it names (also held in tuples, as attributes or as defaults), read and
+    written."""
     found: list[tuple[GlobalRef, str]] = []
     seen: set[int] = set()
 
@@ -96,29 +160,14 @@ def unknown_globals(kernel: Any) -> tuple[tuple[GlobalRef, str], ...]:
         if id(func) in seen:
             return
         seen.add(id(func))
-        code = func.__code__
-        names = referenced_names(code)
-        named: list[tuple[tuple[str, ...], Any]] = [
-            ((name,), func.__globals__.get(name)) for name in names]
-        for name, cell in zip(code.co_freevars, func.__closure__ or ()):
-            try:
-                named.append((("<closure>", name), cell.cell_contents))
-            except ValueError:
-                continue
-        # `module.G` or `obj.G`: the attributes the code names, of what it names (two
-        # levels: `pkg.mod.G`)
-        for _ in range(2):
-            named += [((*path, attr), attrs[attr]) for path, value in named
-                      if isinstance(attrs := _attributes(value), dict)
-                      for attr in names if attr in attrs]
         seen_paths: set[tuple[str, ...]] = set()
-        for path, value in named:
+        for path, value in _named_values(func):
             if path in seen_paths:
                 continue
             seen_paths.add(path)
             if holds_arrays(value):
                 found.append((GlobalRef(weakref.ref(func), path), "rw"))
-            for device_function in device_functions_in(value):
-                visit(device_function)
+            for function in _functions_in(value):
+                visit(function)
     visit(kernel)
     return tuple(found)

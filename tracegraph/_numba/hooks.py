@@ -2,6 +2,7 @@
 and `kernel.forall(n)(...)` are handed to it instead of launching."""
 from __future__ import annotations
 
+import inspect
 import threading
 from typing import Any
 
@@ -123,8 +124,10 @@ def _install_simulator_hooks() -> None:
     original_call = k.FakeCUDAKernel.__call__
     original_getitem = k.FakeCUDAKernel.__getitem__
 
-    def call(self, *args):
+    def call(self, *args, **kwargs):
         tracer = current_tracer()
+        if kwargs:  # Numba's simulator takes positional arguments only; the GPU takes both
+            args = inspect.signature(self.fn).bind(*args, **kwargs).args
         # tracers are per thread and the simulator's CUDA threads have none
         if tracer is None:
             return original_call(self, *args)

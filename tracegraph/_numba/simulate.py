@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .callees import followed_function
 from .kernels import SIMULATOR, _KernelType, is_device_function, referenced_names
 from .simshared import shared_array
 
@@ -64,16 +65,22 @@ def _clone(dispatcher: Any, wrap: Callable[[Callable], Any]) -> Any:
     cached = _sim_kernels.get(dispatcher)
     if cached is not None:
         return cached
-    func = dispatcher.py_func
+    func = getattr(dispatcher, "py_func", dispatcher)
     namespace = dict(func.__globals__)
     cells = (tuple(pytypes.CellType() for _ in func.__closure__) if func.__closure__
              else None)
     result = _sim_kernels[dispatcher] = wrap(pytypes.FunctionType(
-        func.__code__, namespace, func.__name__, func.__defaults__, cells))
+        func.__code__, namespace, func.__name__, None, cells))
+    if func.__defaults__:  # a device function as a default: a simulator kernel too
+        _clone_function(result).__defaults__ = tuple(map(_sim_value, func.__defaults__))
     _rebind(func, namespace, cells)
     _clone_scopes.append((namespace, cells or ()))
     _clone_sources.append((func, namespace, cells or (), _names_now(func), _cells_now(func)))
     return result
+
+
+def _clone_function(result: Any) -> Any:
+    return getattr(result, "fn", result)  # a FakeCUDAKernel keeps its function as `fn`
 
 
 def _names_now(func: Callable) -> dict[str, Any]:
@@ -118,9 +125,18 @@ def _sim_value(value: Any) -> Any:
         return _simulated(value)
     if isinstance(value, CPUDispatcher):
         return _python_clone(value)
-    if type(value) is tuple and any(isinstance(v, (_KernelType, CPUDispatcher)) for v in value):
-        return tuple(_sim_value(v) for v in value)
+    if isinstance(value, tuple):
+        items = [_sim_value(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else _rebuilt(value, items)
+    if followed_function(value) is value:  # a register_jitable helper: plain Python
+        return _clone(value, lambda clone: clone)
     return value
+
+
+def _rebuilt(value: tuple, items: list) -> tuple:
+    """A tuple (or namedtuple) of the same type holding `items`."""
+    make = getattr(type(value), "_make", None)
+    return make(items) if make is not None else tuple(items)
 
 
 def _rebind(func: Callable, namespace: dict, cells: tuple | None) -> None:
@@ -149,8 +165,8 @@ def _swap_captured(captured: dict[int, Any]) -> list[tuple[Any, Any, Any]]:
     def swapped(value: Any) -> Any:
         if id(value) in captured:
             return captured[id(value)]
-        if type(value) is tuple and any(id(v) in captured for v in value):
-            return tuple(captured.get(id(v), v) for v in value)
+        if isinstance(value, tuple) and any(id(v) in captured for v in value):
+            return _rebuilt(value, [captured.get(id(v), v) for v in value])
         if isinstance(value, pytypes.ModuleType):  # kernels may name `module.ARRAY`
             attrs = {k: captured[id(v)] for k, v in vars(value).items() if id(v) in captured}
             if attrs:

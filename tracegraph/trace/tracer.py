@@ -366,7 +366,7 @@ def _dim3(d: Any) -> tuple[int, int, int]:
 
 def _device_arrays(value: Any) -> list[Any]:
     """The arrays a captured global holds (itself, or the members of a tuple)."""
-    if type(value) is tuple:
+    if isinstance(value, tuple):  # namedtuples too
         return [a for v in value for a in _device_arrays(v)]
     return [value] if value is not None and not isinstance(value, (int, float, complex, str)) \
         else []

@@ -1,0 +1,1 @@
+from . import mod  # noqa: F401

@@ -1,0 +1,3 @@
+from hidden_access import write_h
+
+WRITERS = (write_h,)

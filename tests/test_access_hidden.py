@@ -1,0 +1,132 @@
+"""Captured arrays and parameters reached only through constructs the access analysis must
+see through or give up on (tests/hidden_access.py): the trace records at least the access
+eager Numba makes, and the graph matches eager Numba (in random orders on sim) where Numba
+on the GPU compiles the kernel."""
+from __future__ import annotations
+
+import hidden_access as ha
+import numpy as np
+import pytest
+from eager import matches_eager
+from numba import cuda
+from small_kernels import copy, fill
+
+import tracegraph as tg
+
+N, GRID, BLOCK = ha.N, 1, ha.N
+
+WRITERS_OF_A_GLOBAL = [
+    (ha.loop_over_writers, ha.H),
+    (ha.call_an_alias_of_a_parameter, ha.H),
+    (ha.store_through_reshape, ha.H),
+    (ha.store_through_view, ha.H),
+    (ha.store_through_transpose, ha.H),
+    (ha.store_through_flat, ha.H),
+    (ha.store_module_attribute_T, ha.T),
+    (ha.store_module_attribute_size, ha.size),
+    (ha.store_global_namedtuple_field, ha.H),
+    (ha.call_global_namedtuple_function, ha.H),
+    (ha.call_register_jitable, ha.H),
+    (ha.call_with_a_default, ha.H),
+    (ha.call_with_star_args, ha.H),
+    (ha.call_with_keywords, ha.H),
+    (ha.call_through_a_dotted_path, ha.H),
+    (ha.store_through_an_instance_interface, ha.H),
+    (ha.call_chosen_by_a_branch, ha.H),
+    (ha.call_a_class_attribute, ha.H),
+    (ha.pass_a_global_namedtuple, ha.H),
+    (ha.call_a_deep_member_through_apply, ha.H),
+]
+READERS_OF_A_GLOBAL = [ha.read_through_sum, ha.read_through_cuda_register_jitable]
+
+
+def _name(kernel):
+    return kernel.py_func.__name__
+
+
+def _modes(program, kernel, array):
+    """The modes in which the launch of `kernel` touches the captured `array`."""
+    op = next(op for op in program.ops if op.name == _name(kernel))
+    return {("r" if a.reads else "") + ("w" if a.writes else "") for a in op.accesses
+            if program.buffers[a.buffer].external is array}
+
+
+@pytest.mark.parametrize("kernel,array", WRITERS_OF_A_GLOBAL,
+                         ids=[_name(k) for k, _ in WRITERS_OF_A_GLOBAL])
+def test_a_hidden_store_to_a_captured_array_is_recorded_and_ordered(backend, monkeypatch,
+                                                                    kernel, array):
+    def step(out):
+        kernel[GRID, BLOCK](out)
+        copy[GRID, BLOCK](array, out)  # reads what the kernel stored
+        return out
+
+    def make():
+        array.copy_to_device(np.zeros(N))
+        return (cuda.to_device(np.ones(N)),)
+
+    f = matches_eager(step, make, backend, monkeypatch=monkeypatch)
+    if f is not None:
+        assert any("w" in m for m in _modes(f.trace(*make()), kernel, array))
+
+
+@pytest.mark.parametrize("kernel", READERS_OF_A_GLOBAL, ids=_name)
+def test_a_hidden_read_of_a_captured_array_is_recorded_and_ordered(backend, monkeypatch, kernel):
+    def step(out):
+        fill[GRID, BLOCK](ha.H, 3.0)
+        kernel[GRID, BLOCK](out)
+        return out
+
+    def make():
+        ha.H.copy_to_device(np.zeros(N))
+        return (cuda.to_device(np.zeros(N)),)
+
+    f = matches_eager(step, make, backend, monkeypatch=monkeypatch)
+    if f is not None:
+        assert any("r" in m for m in _modes(f.trace(*make()), kernel, ha.H))
+
+
+def _param_modes(program, kernel):
+    op = next(op for op in program.ops if op.name == _name(kernel))
+    return [("r" if a.reads else "") + ("w" if a.writes else "") for a in op.accesses]
+
+
+def test_a_store_in_a_kernel_local_closure_writes_the_parameter(backend, monkeypatch):
+    def step(x):
+        fill[GRID, BLOCK](x, 2.0)
+        ha.store_through_a_local_closure[GRID, BLOCK](x)
+        return x
+
+    f = matches_eager(step, lambda: (cuda.to_device(np.zeros(N)),), backend,
+                      monkeypatch=monkeypatch)
+    if f is not None:
+        assert "w" in "".join(_param_modes(f.trace(cuda.to_device(np.zeros(N))),
+                                           ha.store_through_a_local_closure))
+
+
+def test_namedtuple_fields_named_like_array_attributes_are_arrays(backend, monkeypatch):
+    """`t.size` and `t.shape` of a namedtuple argument are its fields, not metadata."""
+    def step(a, b, out):
+        t = ha.Fields(a, b)
+        ha.store_namedtuple_field_size[GRID, BLOCK](t)          # writes a
+        ha.read_namedtuple_field_shape[GRID, BLOCK](ha.Fields(a, a), out)  # reads a
+        return out
+
+    def make():
+        return (cuda.to_device(np.zeros(N)), cuda.to_device(np.zeros(N)),
+                cuda.to_device(np.zeros(N)))
+
+    f = matches_eager(step, make, backend, monkeypatch=monkeypatch)
+    if f is not None:
+        program = f.trace(*make())
+        assert "w" in "".join(_param_modes(program, ha.store_namedtuple_field_size))
+        assert "r" in "".join(_param_modes(program, ha.read_namedtuple_field_shape))
+
+
+def test_a_device_function_called_with_keywords_runs_on_sim(backend):
+    """The simulator's hook passed positional arguments only."""
+    def step(out):
+        ha.call_with_keywords[GRID, BLOCK](out)
+        return out
+    out = cuda.to_device(np.zeros(N))
+    tg.compile(step, backend=backend)(out)
+    np.testing.assert_array_equal(ha.H.copy_to_host(), np.full(N, 7.0))

@@ -1,0 +1,78 @@
+"""What a call in a kernel's IR leads to: the Python function the access analysis follows
+(a device function's, a register_jitable helper), how the call's arguments bind to its
+parameters, a parameter's default, and Numba's intrinsics (`cuda.grid`, atomics)."""
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any
+
+from .kernels import is_device_function, is_kernel, kernel_py_func
+
+
+class _Intrinsic:
+    """What `cuda.grid`, `cuda.atomic.add`... are to the analysis where Numba's simulator
+    mode leaves them off the module (the simulator supplies them only while a kernel
+    runs): known functions that touch only their arguments, as on a GPU, not unknown
+    callees (which would count every captured array and hide gaps the GPU would show)."""
+
+
+INTRINSIC = _Intrinsic()
+
+# Functions of these packages are Numba's own implementations (np.sum, math.sin): they
+# touch only their arguments. Any other plain function a kernel calls is a
+# register_jitable helper (Numba refuses other Python functions): its code is followed.
+_LIBRARY_PACKAGES = ("numpy", "numba", "math", "cmath", "operator", "builtins")
+
+
+def is_intrinsic_module(value: Any) -> bool:
+    from numba import cuda
+    return value is cuda
+
+
+def followed_function(fn: Any) -> Callable | None:
+    """The Python function whose code runs when a kernel calls `fn`, where the analysis
+    can follow it; None for Numba's and NumPy's functions and for what is not a function."""
+    if is_device_function(fn) or is_kernel(fn):
+        return kernel_py_func(fn)
+    func = getattr(fn, "py_func", fn)  # numba.njit functions too
+    if not isinstance(func, types.FunctionType):
+        return None
+    module = (getattr(func, "__module__", None) or "").split(".")[0]
+    return None if module in _LIBRARY_PACKAGES else func
+
+
+def bind_call(func: Callable, args: list, kws: list, vararg: Any) -> list | None:
+    """One IR variable per parameter of `func` the call gives (positionally first, then by
+    keyword; trailing parameters take their defaults), or None where the binding is not
+    that simple (`f(*t)`, a skipped parameter, keyword-only ones)."""
+    if vararg is not None:
+        return None
+    code = func.__code__
+    names = code.co_varnames[:code.co_argcount]
+    slots: list[Any] = list(args)
+    if not kws:
+        return slots if len(slots) <= len(names) or code.co_flags & inspect.CO_VARARGS \
+            else None
+    if len(slots) > len(names):
+        return None
+    slots += [None] * (len(names) - len(slots))
+    for name, var in kws:
+        if name not in names or slots[names.index(name)] is not None:
+            return None
+        slots[names.index(name)] = var
+    while slots and slots[-1] is None:
+        slots.pop()
+    return None if any(s is None for s in slots) else slots
+
+
+def param_default(func: Callable, index: int) -> tuple[Any, tuple[str, ...]]:
+    """(the default value of parameter `index`, the path GlobalRef finds it by)."""
+    code = func.__code__
+    names = code.co_varnames[:code.co_argcount]
+    defaults = func.__defaults__ or ()
+    first = len(names) - len(defaults)
+    if index >= len(names) or index < first:
+        return None, ()
+    return defaults[index - first], ("<default>", names[index])
