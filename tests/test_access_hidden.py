@@ -31,7 +31,7 @@ WRITERS_OF_A_GLOBAL = [
     (ha.call_with_star_args, ha.H),
     (ha.call_with_keywords, ha.H),
     (ha.call_through_a_dotted_path, ha.H),
-    (ha.store_through_an_instance_interface, ha.H),
+    (ha.store_through_an_instance_interface, ha.HELD),
     (ha.call_chosen_by_a_branch, ha.H),
     (ha.call_a_class_attribute, ha.H),
     (ha.pass_a_global_namedtuple, ha.H),

@@ -255,7 +255,7 @@ class AccessWalk:
     def _getattr(self, target: str, e: Any) -> None:
         base, attr = e.value.name, e.attr
         value, path = self.values.get(base, _UNKNOWN)
-        if value is not None and not (holds_arrays(value) and not hasattr(value, "_fields")):
+        if value is not None and not holds_arrays(value):
             # an attribute of a module, class, object or namedtuple the code names
             found = getattr(value, attr, None)
             if found is None and (value is INTRINSIC or is_intrinsic_module(value)):
@@ -263,6 +263,11 @@ class AccessWalk:
             self._global(target, found, (*path, attr) if path else ())
             return
         self.values[target] = _UNKNOWN
+        if isinstance(value, tuple) and not holds_arrays(member := getattr(value, attr, None)):
+            # a function or number of a namedtuple of arrays (below: an array of it, which
+            # counts as the whole tuple: Numba compiles all of its arrays into the kernel)
+            self._bind(target, member, ())
+            return
         ranks = {rank for _, rank in self.alias.get(base, ())}
         known_arrays = bool(ranks) and min(ranks) > 0
         if known_arrays and attr in _META_ATTRS:

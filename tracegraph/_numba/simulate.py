@@ -8,24 +8,16 @@ import sys
 import threading
 import time
 import types as pytypes
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .callees import followed_function
-from .kernels import SIMULATOR, _KernelType, is_device_function, referenced_names
+from .kernels import SIMULATOR
+from .simclone import clone_scopes, follow_rebound_names, rebuilt, simulated
 from .simshared import shared_array
 
-_sim_kernels: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _sim_lock = threading.RLock()
-# the globals and closure cells of every clone, where captured device arrays are swapped
-# for simulator arrays during a launch
-_clone_scopes: list[tuple[dict, tuple]] = []
-# per clone: the original function, its clone's namespace and cells, and the original values
-# they were made from (to follow a name the user rebinds, as the simulator does)
-_clone_sources: list[tuple[Callable, dict, tuple, dict[str, Any], list[Any]]] = []
 
 
 def simulator_lock() -> threading.RLock:
@@ -43,114 +35,7 @@ def simulator_kernel(kernel: Any) -> Any:
     if SIMULATOR:
         return kernel
     with _sim_lock:
-        return _simulated(kernel)
-
-
-def _simulated(dispatcher: Any) -> Any:
-    """A @cuda.jit kernel or device function as a simulator kernel."""
-    from numba.cuda.simulator.kernel import FakeCUDAKernel
-    return _clone(dispatcher, lambda clone: FakeCUDAKernel(
-        clone, device=is_device_function(dispatcher),
-        fastmath=bool(dispatcher.targetoptions.get("fastmath"))))
-
-
-def _python_clone(dispatcher: Any) -> Any:
-    """A @numba.jit function (numba.cuda.random's) as plain Python."""
-    return _clone(dispatcher, lambda clone: clone)
-
-
-def _clone(dispatcher: Any, wrap: Callable[[Callable], Any]) -> Any:
-    """`wrap` of a copy of the dispatcher's Python function whose globals and closure point
-    at simulator versions; cached, and registered before re-binding so recursion ends."""
-    cached = _sim_kernels.get(dispatcher)
-    if cached is not None:
-        return cached
-    func = getattr(dispatcher, "py_func", dispatcher)
-    namespace = dict(func.__globals__)
-    cells = (tuple(pytypes.CellType() for _ in func.__closure__) if func.__closure__
-             else None)
-    result = _sim_kernels[dispatcher] = wrap(pytypes.FunctionType(
-        func.__code__, namespace, func.__name__, None, cells))
-    if func.__defaults__:  # a device function as a default: a simulator kernel too
-        _clone_function(result).__defaults__ = tuple(map(_sim_value, func.__defaults__))
-    _rebind(func, namespace, cells)
-    _clone_scopes.append((namespace, cells or ()))
-    _clone_sources.append((func, namespace, cells or (), _names_now(func), _cells_now(func)))
-    return result
-
-
-def _clone_function(result: Any) -> Any:
-    return getattr(result, "fn", result)  # a FakeCUDAKernel keeps its function as `fn`
-
-
-def _names_now(func: Callable) -> dict[str, Any]:
-    return {name: func.__globals__[name] for name in referenced_names(func.__code__)
-            if name in func.__globals__}
-
-
-def _cells_now(func: Callable) -> list[Any]:
-    values = []
-    for cell in func.__closure__ or ():
-        try:
-            values.append(cell.cell_contents)
-        except ValueError:
-            values.append(_EMPTY)
-    return values
-
-
-_EMPTY = object()
-
-
-def _follow_rebound_names() -> None:
-    """A clone's namespace is a copy: point it at what the user's names hold now, so the
-    simulator reads a rebound global as Numba's own simulator does (the trace orders the
-    launch for the array the name holds now)."""
-    for func, namespace, cells, names, values in _clone_sources:
-        for name, value in _names_now(func).items():
-            if names.get(name, _EMPTY) is not value:
-                names[name] = value
-                namespace[name] = _sim_value(value)
-        for k, value in enumerate(_cells_now(func)):
-            if values[k] is not value and value is not _EMPTY:
-                values[k] = value
-                cells[k].cell_contents = _sim_value(value)
-
-
-def _sim_value(value: Any) -> Any:
-    """What a kernel's global or closure variable becomes for the simulator: kernels and
-    device functions simulator kernels, @numba.jit functions (numba.cuda.random's) plain
-    Python, tuples of these tuples of their replacements."""
-    from numba.core.registry import CPUDispatcher
-    if isinstance(value, _KernelType):
-        return _simulated(value)
-    if isinstance(value, CPUDispatcher):
-        return _python_clone(value)
-    if isinstance(value, tuple):
-        items = [_sim_value(v) for v in value]
-        return value if all(a is b for a, b in zip(items, value)) else _rebuilt(value, items)
-    if followed_function(value) is value:  # a register_jitable helper: plain Python
-        return _clone(value, lambda clone: clone)
-    return value
-
-
-def _rebuilt(value: tuple, items: list) -> tuple:
-    """A tuple (or namedtuple) of the same type holding `items`."""
-    make = getattr(type(value), "_make", None)
-    return make(items) if make is not None else tuple(items)
-
-
-def _rebind(func: Callable, namespace: dict, cells: tuple | None) -> None:
-    """Point the clone's globals and closure cells at simulator versions (filled after the
-    clone is registered, so recursion terminates)."""
-    for name in referenced_names(func.__code__):
-        if name in namespace:
-            namespace[name] = _sim_value(namespace[name])
-    for new, old in zip(cells or (), func.__closure__ or ()):
-        try:
-            new.cell_contents = _sim_value(old.cell_contents)
-        except ValueError:  # an empty cell stays empty
-            pass
-
+        return simulated(kernel)
 
 
 def simulator_array(host: np.ndarray) -> Any:
@@ -166,7 +51,7 @@ def _swap_captured(captured: dict[int, Any]) -> list[tuple[Any, Any, Any]]:
         if id(value) in captured:
             return captured[id(value)]
         if isinstance(value, tuple) and any(id(v) in captured for v in value):
-            return _rebuilt(value, [captured.get(id(v), v) for v in value])
+            return rebuilt(value, [captured.get(id(v), v) for v in value])
         if isinstance(value, pytypes.ModuleType):  # kernels may name `module.ARRAY`
             attrs = {k: captured[id(v)] for k, v in vars(value).items() if id(v) in captured}
             if attrs:
@@ -177,7 +62,7 @@ def _swap_captured(captured: dict[int, Any]) -> list[tuple[Any, Any, Any]]:
         return value
 
     undo = []
-    for namespace, cells in _clone_scopes:
+    for namespace, cells in clone_scopes:
         for name, value in list(namespace.items()):
             new = swapped(value)
             if new is not value:
@@ -208,7 +93,7 @@ def run_simulated(kernel: Any, griddim: tuple, blockdim: tuple, sharedmem: int,
     fake = simulator_kernel(kernel)
     with _sim_lock:
         if not SIMULATOR:
-            _follow_rebound_names()
+            follow_rebound_names()
         undo = _swap_captured(captured) if captured else []
         # The simulator runs a Python thread per CUDA thread and polls them at every
         # syncthreads(); a short switch interval makes shared-memory kernels ~20x faster.

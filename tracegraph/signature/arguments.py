@@ -66,7 +66,11 @@ def _reader_for(t: type) -> Any:
         return _describe_cai
     if hasattr(t, "__dlpack__") and hasattr(t, "__dlpack_device__"):
         return _describe_dlpack
-    return None
+    if t.__module__ == "builtins" or issubclass(t, np.generic):
+        return None
+    # an object may carry the interface as an instance attribute (Numba accepts it, and
+    # compiles one named as a global into a kernel)
+    return _describe_cai
 
 
 def _describe_numpy(obj: np.ndarray) -> ArrayInfo:
