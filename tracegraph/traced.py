@@ -12,6 +12,10 @@ from .location import user_location
 if TYPE_CHECKING:
     from .trace import Tracer
 
+class _MissingAttribute(TraceError, AttributeError):
+    """A device-array attribute tg.Array does not have: hasattr() still answers False."""
+
+
 def _refuse(what: str, fix: str) -> TraceError:
     return TraceError(what, where=user_location(3), fix=fix)
 
@@ -139,6 +143,58 @@ class Array:
                           "copy it first with tg.ops.copy")
         strides = contiguous_strides(shape, v.itemsize)
         return Array(self._tracer, View(v.buffer, v.offset, shape, strides, v.dtype, v.readonly))
+
+    def ravel(self) -> Array:
+        return self.reshape(-1)
+
+    def transpose(self, *axes: Any) -> Array:
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        v = self._view
+        order = [int(a) % len(v.shape) for a in axes] if axes else \
+            list(range(len(v.shape)))[::-1]
+        if sorted(order) != list(range(len(v.shape))):
+            raise _refuse(f"transpose axes {axes} do not fit a {len(v.shape)}-d array",
+                          "pass a permutation of the axes")
+        return like(self, View(v.buffer, v.offset, tuple(v.shape[a] for a in order),
+                               tuple(v.strides[a] for a in order), v.dtype, v.readonly))
+
+    def squeeze(self, axis: Any = None) -> Array:
+        v = self._view
+        drop = {a % len(v.shape) for a in ((axis,) if isinstance(axis, int) else axis)} \
+            if axis is not None else {a for a, n in enumerate(v.shape) if n == 1}
+        if any(v.shape[a] != 1 for a in drop):
+            raise _refuse("squeeze of an axis whose length is not 1", "name axes of length 1")
+        keep = [a for a in range(len(v.shape)) if a not in drop]
+        return like(self, View(v.buffer, v.offset, tuple(v.shape[a] for a in keep),
+                               tuple(v.strides[a] for a in keep), v.dtype, v.readonly))
+
+    def view(self, dtype: Any) -> Array:
+        """The same bytes as another dtype (C-contiguous arrays), as Numba's view."""
+        v, dtype = self._view, np.dtype(dtype)
+        if not v.shape or not v.is_c_contiguous() or (v.shape[-1] * v.itemsize) % dtype.itemsize:
+            raise _refuse(f"view as {dtype} of a traced array {v.shape} {v.dtype}",
+                          "view a C-contiguous array whose last axis holds whole elements")
+        shape = (*v.shape[:-1], v.shape[-1] * v.itemsize // dtype.itemsize)
+        return like(self, View(v.buffer, v.offset, shape,
+                               contiguous_strides(shape, dtype.itemsize), dtype, v.readonly))
+
+    def is_c_contiguous(self) -> bool:
+        return self._view.is_c_contiguous()
+
+    def is_f_contiguous(self) -> bool:
+        v = self._view
+        return v.strides[::-1] == contiguous_strides(v.shape[::-1], v.itemsize) or v.size <= 1
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in Array.__slots__:  # protocol probes: plain
+            raise AttributeError(name)
+        raise _MissingAttribute(f"a traced array has no attribute {name!r} (tracegraph "
+                                "supports the shape, dtype, view and reshape methods of a "
+                                "device array inside a traced function)",
+                                where=user_location(2),
+                                fix="do this outside the traced function, or pass the array "
+                                    "to a kernel that does it")
 
     # operators (+ - * / @ < ... +=) are installed by tracegraph.ops (install_operators);
     # comparisons with == are elementwise, as in NumPy, so `if x == 0:` refuses in __bool__

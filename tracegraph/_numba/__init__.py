@@ -15,7 +15,7 @@ from .access import (
     infer_kernel_access,
     infer_param_access,
 )
-from .captured import GlobalRef, unknown_globals
+from .captured import GlobalRef, holds_arrays, unknown_globals
 from .devicearrays import (
     allocation_refs,
     device_address,
@@ -91,6 +91,7 @@ __all__ = [
     "dtype_problem",
     "fix_eager_shared_arrays",
     "flatten_params",
+    "holds_arrays",
     "in_host_callback",
     "infer_kernel_access",
     "infer_param_access",

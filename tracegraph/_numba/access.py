@@ -19,6 +19,9 @@ from typing import Any
 from .captured import GlobalRef
 from .kernels import kernel_py_func
 
+# the rank the analysis gives a value that is not an array but may be a slice or a tuple
+# (a device function's parameter given one): an index through it may make a view
+OPAQUE = -2
 _inference_cache: weakref.WeakKeyDictionary[Callable, dict] = weakref.WeakKeyDictionary()
 _inference_lock = threading.RLock()
 
@@ -33,11 +36,17 @@ class KernelAccess:
     calls_unknown: it calls a function it was handed (a parameter, a tuple member), which
              may be any device function its callers can reach: they count what those
              capture
+    depends: (GlobalRef, value) of each name holding a function the answer was found
+             through: a name rebound since makes the answer stale
     """
     params: tuple[str, ...]
     stored: frozenset[int]
     globals: tuple[tuple[GlobalRef, str], ...]
     calls_unknown: bool = False
+    depends: tuple[tuple[GlobalRef, Any], ...] = ()
+
+    def still_bound(self) -> bool:
+        return all(ref.resolve() is value for ref, value in self.depends)
 
 
 def infer_param_access(kernel: Any, ndims: tuple[int | None, ...]) -> tuple[str, ...]:
@@ -58,9 +67,10 @@ def infer_kernel_access(kernel: Any, ndims: tuple[int | None, ...],
     key = (ndims, records)
     with _inference_lock:
         per_func = _inference_cache.setdefault(func, {})
-        if key not in per_func:
-            per_func[key] = infer_launch(func, ndims, records, frozenset())
-        return per_func[key]
+        found = per_func.get(key)
+        if found is None or not found.still_bound():
+            found = per_func[key] = infer_launch(func, ndims, records, frozenset())
+        return found
 
 
 def infer_launch(func: Callable, ndims: tuple[int | None, ...], records: frozenset[int],
@@ -81,7 +91,8 @@ def infer_launch(func: Callable, ndims: tuple[int | None, ...], records: frozens
     stored = {p for p in inner.stored if p < nfixed}
     if nfixed in inner.stored:
         stored.update(i for i, r in enumerate(ndims) if i >= nfixed and r is not None)
-    return KernelAccess(params, frozenset(stored), inner.globals, inner.calls_unknown)
+    return KernelAccess(params, frozenset(stored), inner.globals, inner.calls_unknown,
+                        inner.depends)
 
 
 def _infer(func: Callable, ndims: tuple[int | None, ...], records: frozenset[int],

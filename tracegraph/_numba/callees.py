@@ -26,6 +26,17 @@ INTRINSIC = _Intrinsic()
 _LIBRARY_PACKAGES = ("numpy", "numba", "math", "cmath", "operator", "builtins")
 
 
+def is_number(value: Any) -> bool:
+    """A value that, used as an index, takes an element: a number, or one of Numba's
+    intrinsics (`cuda.threadIdx.x`, `cuda.grid`) whose results are numbers."""
+    import numpy as np
+    if isinstance(value, (int, float, complex, np.number)) or value is INTRINSIC:
+        return True
+    module = getattr(value, "__module__", None) or type(value).__module__ or ""
+    return module.split(".")[0] == "numba" and not is_device_function(value) \
+        and not is_kernel(value)
+
+
 def is_intrinsic_module(value: Any) -> bool:
     from numba import cuda
     return value is cuda
@@ -40,7 +51,42 @@ def followed_function(fn: Any) -> Callable | None:
     if not isinstance(func, types.FunctionType):
         return None
     module = (getattr(func, "__module__", None) or "").split(".")[0]
-    return None if module in _LIBRARY_PACKAGES else func
+    if module in _LIBRARY_PACKAGES:
+        return None
+    return func
+
+
+def overloads_of(func: Callable) -> list[Callable]:
+    """The @overload functions registered for a plain function, other than the one
+    register_jitable makes: Numba compiles what they return, not `func`'s own code."""
+    return [f for f in overload_functions(func) if f is not None and
+            not _is_register_jitable(f, func)]
+
+
+def overload_functions(func: Callable) -> list[Any]:
+    """The functions @overload (and register_jitable) registered for `func`, for Numba's
+    and numba-cuda's typing registries."""
+    from numba.core.typing.templates import builtin_registry as core_registry
+    found = []
+    registries = [core_registry]
+    try:
+        from numba.cuda.typing.templates import builtin_registry as cuda_registry
+        registries.append(cuda_registry)
+    except ImportError:
+        pass
+    for registry in registries:
+        for fn, fnty in list(registry.globals):
+            if fn is func:
+                found += [getattr(t, "_overload_func", None) for t in
+                          getattr(fnty, "templates", ())]
+    return found
+
+
+def _is_register_jitable(overload_func: Any, func: Callable) -> bool:
+    """register_jitable's overload hands back the function itself."""
+    cells = getattr(overload_func, "__closure__", None) or ()
+    return getattr(getattr(overload_func, "__code__", None), "co_name", "") == "ov_wrap" and \
+        any(getattr(c, "cell_contents", None) is func for c in cells)
 
 
 def bind_call(func: Callable, args: list, kws: list, vararg: Any) -> list | None:

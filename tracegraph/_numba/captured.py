@@ -93,6 +93,11 @@ def holds_arrays(value: Any) -> bool:
     return isinstance(value, tuple) and any(holds_arrays(v) for v in value)
 
 
+def holds_functions(value: Any) -> bool:
+    """A device function or register_jitable helper, or a tuple holding one."""
+    return bool(_functions_in(value))
+
+
 def _attributes(value: Any) -> Mapping | None:
     """The attributes of a module, class or plain object (not of a function or array)."""
     if isinstance(value, (types.ModuleType, type)) or not callable(value):
@@ -113,11 +118,11 @@ def device_functions_in(value: Any) -> list[Any]:
 def _functions_in(value: Any) -> list[Any]:
     """The functions a kernel may call through a value: device functions, and the plain
     Python functions register_jitable makes callable."""
-    from .callees import followed_function
+    from .callees import followed_function, overloads_of
     if isinstance(value, tuple):
         return [f for v in value for f in _functions_in(v)]
     func = followed_function(value)
-    return [func] if func is not None else []
+    return [func, *overloads_of(func)] if func is not None else []
 
 
 def _named_values(func: Any) -> list[tuple[tuple[str, ...], Any]]:

@@ -127,7 +127,9 @@ def _install_simulator_hooks() -> None:
     def call(self, *args, **kwargs):
         tracer = current_tracer()
         if kwargs:  # Numba's simulator takes positional arguments only; the GPU takes both
-            args = inspect.signature(self.fn).bind(*args, **kwargs).args
+            bound = inspect.signature(self.fn).bind(*args, **kwargs)
+            bound.apply_defaults()  # a keyword after a skipped default stays in place
+            args = bound.args
         # tracers are per thread and the simulator's CUDA threads have none
         if tracer is None:
             return original_call(self, *args)

@@ -40,7 +40,9 @@ def _kernel_class() -> type:
 
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             if kwargs:
-                args = tuple(inspect.signature(self.fn).bind(*args, **kwargs).args)
+                bound = inspect.signature(self.fn).bind(*args, **kwargs)
+                bound.apply_defaults()  # a keyword after a skipped default stays in place
+                args = tuple(bound.args)
             return super().__call__(*args)
     return SimulatorKernel
 

@@ -76,8 +76,8 @@ class Program:
     bindings: tuple[tuple[Any, Any], ...] = ()
 
     def rebound(self) -> Any:
-        """The first global or closure variable kernels name that holds another array now
-        than when traced (None: none)."""
+        """The first global or closure variable kernels name that holds another array (or
+        device function) now than when traced (None: none)."""
         return next((ref for ref, value in self.bindings if ref.resolve() is not value), None)
 
     def replace(self, **changes: Any) -> Program:

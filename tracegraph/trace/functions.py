@@ -101,7 +101,8 @@ def _kernel_access(kernel: Any, ndims: tuple[int | None, ...],
         stored = frozenset(i for i in range(len(ndims)) if _declares(writes, i))
         return _numba.KernelAccess(params, stored,
                                    inferred.globals if inferred is not None else
-                                   _numba.unknown_globals(kernel))
+                                   _numba.unknown_globals(kernel),
+                                   depends=inferred.depends if inferred is not None else ())
     if inferred is None:
         return _numba.KernelAccess(tuple("rw" if nd is not None else "" for nd in ndims),
                                    frozenset(), _numba.unknown_globals(kernel))

@@ -110,8 +110,10 @@ class Tracer:
         if known is None:
             known = self._launches_seen[key] = _parameter_accesses(kernel, traced_args,
                                                                    name, where)
-        param_accesses, found_globals, cooperative = known
+        param_accesses, found_globals, depends, cooperative = known
         accesses = param_accesses + self._captured_accesses(found_globals, name, where)
+        for ref, _ in depends:  # the device functions it calls through names, too
+            self._check_still_bound(ref, ref.resolve(), name, where)
         self.ops.append(Op(OpKind.KERNEL, name, accesses, where,
                            Launch(kernel, _dim3(griddim), _dim3(blockdim), int(sharedmem or 0),
                                   traced_args, cooperative, self.node_attributes)))
@@ -320,24 +322,26 @@ def _check_launchable(kernel: Any, name: str, where: str) -> None:
 
 
 def _rebound(ref: Any, kernel: str, where: str, when: str) -> TraceError:
+    what = "array" if _numba.holds_arrays(ref.resolve()) else "function"
     return TraceError(f"kernel {kernel} names {ref.describe()}, which the traced function "
-                      f"bound to another array {when}; Numba compiles one array into a "
+                      f"bound to another {what} {when}; Numba compiles one {what} into a "
                       "kernel, so the graph cannot follow the rebinding", where=where,
                       fix="pass the arrays to the kernel as arguments instead of rebinding "
                           "a global or closure variable it names")
 
 
 def _parameter_accesses(kernel: Any, traced_args: tuple, name: str,
-                        where: str) -> tuple[tuple[Access, ...], tuple, bool]:
-    """(accesses through its parameters, the globals and closure arrays it names, whether it
-    synchronizes the grid) of a launch of `kernel` with these arguments."""
+                        where: str) -> tuple[tuple[Access, ...], tuple, tuple, bool]:
+    """(accesses through its parameters, the globals and closure arrays it names, the names
+    of functions it calls, whether it synchronizes the grid) of a launch of `kernel` with
+    these arguments."""
     _check_launchable(kernel, name, where)
     ndims = tuple(_rank(a) for a in traced_args)
     records = frozenset(i for i, a in enumerate(traced_args)
                         if any(v.dtype.names for v in _views(a)))
     found = _kernel_access(kernel, ndims, records)
     return (tuple(_argument_accesses(traced_args, found, name, where)), found.globals,
-            _numba.uses_grid_sync(kernel))
+            found.depends, _numba.uses_grid_sync(kernel))
 
 
 def _argument_accesses(traced_args: tuple, found: Any, name: str, where: str) -> list[Access]:

@@ -1,0 +1,177 @@
+"""What the access walk (access_walk.py) knows about a function's IR variables, and the
+small updates the walk makes to it: sources read, written, stored to, aliased or escaped;
+values held; indexes that may make views."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .callees import (
+    is_number,
+)
+from .captured import (
+    GlobalRef,
+    unknown_globals,
+)
+
+META_ATTRS = frozenset({"shape", "size", "ndim", "dtype", "strides", "itemsize", "nbytes",
+                         "layout"})
+UNKNOWN = (None, ())  # what a variable that is not (only) one known global holds
+
+
+def _constant_index_rank(index: Any) -> int:
+    """Dimensions a constant index takes away: -1 when not known from the index alone."""
+    if isinstance(index, slice):
+        return 0
+    if index is Ellipsis or index is None or isinstance(index, bool):
+        return -1
+    if isinstance(index, tuple):
+        ranks = [_constant_index_rank(i) for i in index]
+        return -1 if any(r < 0 for r in ranks) else sum(ranks)
+    return 1
+
+
+class WalkState:
+    """What a walk over untyped Numba IR has found so far (all of it only grows, so the
+    walk reaches a fixed point).
+
+    A source is a parameter index or a ("global", key) pair; aliases map a variable to
+    the sources it may view, with their remaining rank (-1: unknown, maybe an array;
+    0: an element of a record array, through which fields are written). `values` maps a
+    variable to the one Python value it holds (a global, an attribute of one, a default)
+    and the path it was found by; a variable assigned anything else, or two different
+    values, holds `UNKNOWN`.
+    """
+
+    def __init__(self, func: Callable, ndims: tuple[int | None, ...], records: frozenset[int],
+                 active: frozenset):
+        from numba.core.compiler import run_frontend
+        self.func = func
+        self.active = active | {func}
+        self.fir = run_frontend(func)
+        self.nparams = len(self.fir.arg_names)
+        self.passed = len(ndims)  # parameters past these take their defaults
+        self.ndims = tuple(ndims[:self.nparams]) + (None,) * max(0, self.nparams - len(ndims))
+        self.records: set[Any] = set(records)
+        self.reads: set[Any] = set()
+        self.writes: set[Any] = set()
+        self.stored: set[Any] = set()
+        self.alias: dict[str, set[tuple[Any, int]]] = {}
+        self.slices: set[str] = set()          # vars holding a slice object
+        # vars that may hold what is not a number (a slice, a tuple, a function...), and vars
+        # that may hold such things inside (tuples, iterators): an index through them may
+        # make a view, not take an element
+        self.opaque: set[str] = set()
+        self.holds_opaque: set[str] = set()
+        self.index_rank: dict[str, int] = {}   # tuple-index vars: how many dims they consume
+        self.methods: dict[str, set[Any]] = {}  # vars holding a bound method of an array
+        self.values: dict[str, tuple[Any, tuple[str, ...]]] = {}  # var -> (value, path)
+        self.refs: dict[Any, GlobalRef] = {}   # ("global", key) -> where to find it
+        self.calls_unknown = False
+        self.depends: dict[tuple, tuple[GlobalRef, Any]] = {}  # names holding functions
+
+    def _size(self) -> tuple[int, ...]:
+        return (len(self.reads), len(self.writes), len(self.stored),
+                sum(map(len, self.alias.values())), sum(map(len, self.methods.values())),
+                len(self.slices), len(self.index_rank), len(self.values),
+                len(self.opaque), len(self.holds_opaque),
+                sum(v is UNKNOWN for v in self.values.values()), int(self.calls_unknown))
+
+    def _sources(self, var: Any) -> set[Any]:
+        return {p for p, _ in self.alias.get(var.name, ())}
+
+    def _store(self, target: Any) -> None:
+        sources = self._sources(target)
+        self.writes.update(sources)
+        self.stored.update(sources)
+
+    def _read(self, var: Any) -> None:
+        if var is not None and hasattr(var, "name"):
+            self.reads.update(self._sources(var))
+            self.reads.update(self.methods.get(var.name, ()))
+
+    def _escape(self, var: Any) -> None:
+        """`var` went somewhere we cannot follow: read and written."""
+        sources = self._sources(var)
+        self.reads.update(sources)
+        self.writes.update(sources)
+
+    def _hand_back(self, target: str, var: Any) -> None:
+        """A call may hand back a view of what it was given."""
+        self.alias.setdefault(target, set()).update(
+            (p, -1) for p, _ in self.alias.get(var.name, ()))
+
+    def _value(self, var: Any) -> Any:
+        return self.values.get(var.name, UNKNOWN)[0]
+
+    def _bind(self, target: str, value: Any, path: tuple[str, ...]) -> None:
+        """`target` holds `value`; one that held another value before holds either."""
+        now = self.values.get(target)
+        if now is None:
+            self.values[target] = (value, path)
+        elif now is not UNKNOWN and now[0] is not value:
+            self.values[target] = UNKNOWN
+
+    def _consumed(self, index: Any) -> int:
+        """How many dimensions an index takes away; -1 when that is not known (an
+        Ellipsis, None, a boolean or array index)."""
+        from numba.core import ir
+        if isinstance(index, ir.Var):
+            return self._consumed_by(index.name)
+        return _constant_index_rank(index)
+
+    def _consumed_by(self, name: str) -> int:
+        if name in self.slices:
+            return 0
+        if name in self.opaque or (name in self.holds_opaque and name not in self.index_rank):
+            return -1
+        return self.index_rank.get(name, 1)
+
+    def _is_opaque(self, var: Any) -> bool:
+        return var.name in self.opaque or var.name in self.holds_opaque or \
+            var.name in self.slices
+
+    def _opaque_if(self, target: str, operands: Any) -> None:
+        """What comes out of these operands may hold what they hold."""
+        if any(self._is_opaque(v) for v in operands):
+            self.opaque.add(target)
+            self.holds_opaque.add(target)
+
+    def _subview(self, target: str, base: Any, index: Any) -> None:
+        used = self._consumed(index)
+        out = self.alias.setdefault(target, set())
+        for p, rank in self.alias.get(base.name, ()):
+            if rank <= 0 or used < 0:
+                out.add((p, -1))  # a tuple member, a field of a record element: unknown
+                self.reads.add(p)
+            elif rank - used > 0:
+                out.add((p, rank - used))  # a view: reading it is not reading data
+            elif p in self.records:
+                out.add((p, 0))  # a record element: read through its fields, stored to too
+            else:
+                self.reads.add(p)  # an element
+
+    def _constant(self, target: str, value: Any) -> None:
+        """A constant used as an index: a slice takes no dimension, others as counted."""
+        if isinstance(value, slice):
+            self.slices.add(target)
+        elif value is Ellipsis or value is None or isinstance(value, (tuple, bool)):
+            self.index_rank[target] = _constant_index_rank(value)
+        if isinstance(value, tuple) and not all(map(is_number, value)):
+            self.holds_opaque.add(target)
+        elif not is_number(value) and not isinstance(value, tuple):
+            self.opaque.add(target)
+
+    def _unknown_callee(self, target: str) -> None:
+        self.calls_unknown = True
+        self._escape_globals_of(self.func, target)
+
+    def _escape_globals_of(self, fn: Any, target: str) -> None:
+        """A function we could not follow: every array it (or a function it names)
+        captures may be read, written, and handed back."""
+        for ref, _ in unknown_globals(fn):
+            key = ("global", id(ref.func()), ref.path)
+            self.refs.setdefault(key, ref)
+            self.reads.add(key)
+            self.writes.add(key)
+            self.alias.setdefault(target, set()).add((key, -1))
