@@ -16,6 +16,12 @@ class _MissingAttribute(TraceError, AttributeError):
     """A device-array attribute tg.Array does not have: hasattr() still answers False."""
 
 
+def _c_order_only(method: str, order: str) -> None:
+    if order != "C":
+        raise _refuse(f"{method}(order={order!r}) of a traced array",
+                      "use order='C' (the default)")
+
+
 def _refuse(what: str, fix: str) -> TraceError:
     return TraceError(what, where=user_location(3), fix=fix)
 
@@ -70,12 +76,6 @@ class Array:
 
     def __repr__(self) -> str:
         return f"tg.Array(shape={self.shape}, dtype={self.dtype})"
-
-    @property
-    def T(self) -> Array:
-        v = self._view
-        return Array(self._tracer, View(v.buffer, v.offset, v.shape[::-1], v.strides[::-1], v.dtype,
-                                        v.readonly))
 
     def __getitem__(self, key: Any) -> Array:
         return Array(self._tracer, _index_view(self._view, key))
@@ -133,7 +133,8 @@ class Array:
                       "inside a traced function, pass traced arrays only to Numba kernels "
                       "and tg.ops")
 
-    def reshape(self, *shape: Any) -> Array:
+    def reshape(self, *shape: Any, order: str = "C") -> Array:
+        _c_order_only("reshape", order)
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         v = self._view
@@ -144,25 +145,33 @@ class Array:
         strides = contiguous_strides(shape, v.itemsize)
         return Array(self._tracer, View(v.buffer, v.offset, shape, strides, v.dtype, v.readonly))
 
-    def ravel(self) -> Array:
+    def ravel(self, order: str = "C") -> Array:
+        _c_order_only("ravel", order)
         return self.reshape(-1)
 
+    @property
+    def T(self) -> Array:
+        return self.transpose()
+
     def transpose(self, *axes: Any) -> Array:
+        """A transposed copy, as Numba's device arrays make (a view would let a kernel's
+        stores reach the caller's array, and later stores to it reach the copy, where eager
+        Numba on a GPU does neither); the same array for the identity permutation."""
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
-        v = self._view
-        order = [int(a) % len(v.shape) for a in axes] if axes else \
-            list(range(len(v.shape)))[::-1]
-        if sorted(order) != list(range(len(v.shape))):
-            raise _refuse(f"transpose axes {axes} do not fit a {len(v.shape)}-d array",
-                          "pass a permutation of the axes")
-        return like(self, View(v.buffer, v.offset, tuple(v.shape[a] for a in order),
-                               tuple(v.strides[a] for a in order), v.dtype, v.readonly))
+        ndim = len(self._view.shape)
+        if axes and [int(a) for a in axes] == list(range(ndim)):
+            return self
+        return _OPS["transpose"](self, tuple(axes) if axes else None)
 
     def squeeze(self, axis: Any = None) -> Array:
         v = self._view
-        drop = {a % len(v.shape) for a in ((axis,) if isinstance(axis, int) else axis)} \
-            if axis is not None else {a for a, n in enumerate(v.shape) if n == 1}
+        axes = () if axis is None else (axis,) if isinstance(axis, int) else tuple(axis)
+        if any(not -len(v.shape) <= a < len(v.shape) for a in axes):
+            raise _refuse(f"squeeze axis {axis} of a {len(v.shape)}-d traced array",
+                          "name existing axes of length 1")
+        drop = {a % len(v.shape) for a in axes} if axis is not None else \
+            {a for a, n in enumerate(v.shape) if n == 1}
         if any(v.shape[a] != 1 for a in drop):
             raise _refuse("squeeze of an axis whose length is not 1", "name axes of length 1")
         keep = [a for a in range(len(v.shape)) if a not in drop]
@@ -170,21 +179,24 @@ class Array:
                                tuple(v.strides[a] for a in keep), v.dtype, v.readonly))
 
     def view(self, dtype: Any) -> Array:
-        """The same bytes as another dtype (C-contiguous arrays), as Numba's view."""
+        """The same bytes as another dtype, as Numba's view: any layout for a dtype of the
+        same size, a C-contiguous one (the last axis rescaled) for another size."""
         v, dtype = self._view, np.dtype(dtype)
+        if dtype.itemsize == v.itemsize:
+            return like(self, View(v.buffer, v.offset, v.shape, v.strides, dtype, v.readonly))
         if not v.shape or not v.is_c_contiguous() or (v.shape[-1] * v.itemsize) % dtype.itemsize:
             raise _refuse(f"view as {dtype} of a traced array {v.shape} {v.dtype}",
-                          "view a C-contiguous array whose last axis holds whole elements")
+                          "to change the item size, view a C-contiguous array whose last "
+                          "axis holds whole elements")
         shape = (*v.shape[:-1], v.shape[-1] * v.itemsize // dtype.itemsize)
-        return like(self, View(v.buffer, v.offset, shape,
-                               contiguous_strides(shape, dtype.itemsize), dtype, v.readonly))
+        strides = (*v.strides[:-1], dtype.itemsize)
+        return like(self, View(v.buffer, v.offset, shape, strides, dtype, v.readonly))
 
     def is_c_contiguous(self) -> bool:
         return self._view.is_c_contiguous()
 
     def is_f_contiguous(self) -> bool:
-        v = self._view
-        return v.strides[::-1] == contiguous_strides(v.shape[::-1], v.itemsize) or v.size <= 1
+        return self._view.is_f_contiguous()
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in Array.__slots__:  # protocol probes: plain

@@ -11,7 +11,7 @@ from .callees import (
 )
 from .captured import (
     GlobalRef,
-    unknown_globals,
+    reach,
 )
 
 META_ATTRS = frozenset({"shape", "size", "ndim", "dtype", "strides", "itemsize", "nbytes",
@@ -169,7 +169,10 @@ class WalkState:
     def _escape_globals_of(self, fn: Any, target: str) -> None:
         """A function we could not follow: every array it (or a function it names)
         captures may be read, written, and handed back."""
-        for ref, _ in unknown_globals(fn):
+        found, bindings = reach(fn)
+        for ref, value in bindings:  # names holding functions it reaches: see `depends`
+            self.depends.setdefault((id(ref.func()), ref.path), (ref, value))
+        for ref, _ in found:
             key = ("global", id(ref.func()), ref.path)
             self.refs.setdefault(key, ref)
             self.reads.add(key)

@@ -13,6 +13,7 @@ from .callees import (
     bind_call,
     followed_function,
     is_intrinsic_module,
+    method_overloads,
     overloads_of,
     param_default,
 )
@@ -162,9 +163,11 @@ class AccessWalk(WalkState):
             self._global(target, found, (*path, attr) if path else ())
             return
         self.values[target] = UNKNOWN
+        self._opaque_if(target, [e.value])  # a field of a namedtuple of slices
         if isinstance(value, tuple) and not holds_arrays(member := getattr(value, attr, None)):
-            # a function or number of a namedtuple of arrays (below: an array of it, which
-            # counts as the whole tuple: Numba compiles all of its arrays into the kernel)
+            # a function, number or slice of a namedtuple of arrays (below: an array of it,
+            # which counts as the whole tuple: Numba compiles all its arrays into the kernel)
+            self._constant(target, member)
             self._bind(target, member, ())
             return
         ranks = {rank for _, rank in self.alias.get(base, ())}
@@ -184,6 +187,9 @@ class AccessWalk(WalkState):
             sources = self._sources(e.value)
             self.opaque.add(target)  # a namedtuple field may be a slice
             self.holds_opaque.add(target)
+            for overload in method_overloads(attr):  # @overload_method implementations
+                self.calls_unknown = True
+                self._escape_globals_of(overload, target)
             self.methods.setdefault(target, set()).update(sources)
             self.alias.setdefault(target, set()).update((p, -1) for p in sources)
 

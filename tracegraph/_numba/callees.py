@@ -63,18 +63,35 @@ def overloads_of(func: Callable) -> list[Callable]:
             not _is_register_jitable(f, func)]
 
 
-def overload_functions(func: Callable) -> list[Any]:
-    """The functions @overload (and register_jitable) registered for `func`, for Numba's
-    and numba-cuda's typing registries."""
-    from numba.core.typing.templates import builtin_registry as core_registry
+def method_overloads(attr: str) -> list[Callable]:
+    """The user's @overload_method / @overload_attribute functions named `attr` (Numba's
+    own are left out: they touch only their arguments)."""
     found = []
+    for registry in _registries():
+        for template in list(registry.attributes):
+            func = getattr(template, "_overload_func", None)
+            if getattr(template, "_attr", None) == attr and func is not None and \
+                    (getattr(func, "__module__", "") or "").split(".")[0] not in _LIBRARY_PACKAGES:
+                found.append(func)
+    return found
+
+
+def _registries() -> list[Any]:
+    from numba.core.typing.templates import builtin_registry as core_registry
     registries = [core_registry]
     try:
         from numba.cuda.typing.templates import builtin_registry as cuda_registry
         registries.append(cuda_registry)
     except ImportError:
         pass
-    for registry in registries:
+    return registries
+
+
+def overload_functions(func: Callable) -> list[Any]:
+    """The functions @overload (and register_jitable) registered for `func`, for Numba's
+    and numba-cuda's typing registries."""
+    found = []
+    for registry in _registries():
         for fn, fnty in list(registry.globals):
             if fn is func:
                 found += [getattr(t, "_overload_func", None) for t in

@@ -152,12 +152,23 @@ def _named_values(func: Any) -> list[tuple[tuple[str, ...], Any]]:
     return named
 
 
-def unknown_globals(kernel: Any) -> tuple[tuple[GlobalRef, str], ...]:
+def unknown_globals(kernel: Any) -> Found:
     """For a kernel (or device function, or its Python function) whose IR could not be
     followed: every array its code names as a global or closure variable, and those of the
     functions it names (also held in tuples, as attributes or as defaults), read and
     written."""
+    return reach(kernel)[0]
+
+
+Found = tuple[tuple[GlobalRef, str], ...]
+Bindings = tuple[tuple[GlobalRef, Any], ...]
+
+
+def reach(kernel: Any) -> tuple[Found, Bindings]:
+    """(unknown_globals(kernel), (GlobalRef, value) of each name holding a function on the
+    way: rebinding one changes what the kernel reaches)."""
     found: list[tuple[GlobalRef, str]] = []
+    bindings: list[tuple[GlobalRef, Any]] = []
     seen: set[int] = set()
 
     def visit(fn: Any) -> None:
@@ -172,7 +183,10 @@ def unknown_globals(kernel: Any) -> tuple[tuple[GlobalRef, str], ...]:
             seen_paths.add(path)
             if holds_arrays(value):
                 found.append((GlobalRef(weakref.ref(func), path), "rw"))
-            for function in _functions_in(value):
+            functions = _functions_in(value)
+            if functions:
+                bindings.append((GlobalRef(weakref.ref(func), path), value))
+            for function in functions:
                 visit(function)
     visit(kernel)
-    return tuple(found)
+    return tuple(found), tuple(bindings)

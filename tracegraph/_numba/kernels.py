@@ -3,7 +3,6 @@ debug/device flags, grid synchronization."""
 from __future__ import annotations
 
 import types as pytypes
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -40,14 +39,9 @@ def kernel_is_debug(kernel: Any) -> bool:
 def uses_grid_sync(kernel: Any) -> bool:
     """Does the kernel (or a device function it calls) synchronize the whole grid
     (`cuda.cg.this_grid().sync()`)? Such a kernel needs a cooperative launch."""
-    func = kernel_py_func(kernel)
-    found = _grid_sync.get(func)
-    if found is None:
-        found = _grid_sync[func] = _uses_grid_sync(func, set())
-    return found
-
-
-_grid_sync: weakref.WeakKeyDictionary[Callable, bool] = weakref.WeakKeyDictionary()
+    # not cached: a name it calls through may be rebound (the tracer asks once per
+    # kernel and arguments in a trace)
+    return _uses_grid_sync(kernel_py_func(kernel), set())
 
 
 def _uses_grid_sync(func: Callable, seen: set) -> bool:

@@ -66,12 +66,23 @@ class View:
         return (lo, hi + self.itemsize)
 
     def is_c_contiguous(self) -> bool:
-        expected = self.itemsize
-        for n, s in zip(reversed(self.shape), reversed(self.strides)):
-            if n != 1 and s != expected:
-                return False
-            expected *= n
+        """As NumPy and Numba: axes of length 1 do not count, an empty array is."""
+        return _contiguous(self.shape[::-1], self.strides[::-1], self.itemsize)
+
+    def is_f_contiguous(self) -> bool:
+        return _contiguous(self.shape, self.strides, self.itemsize)
+
+
+def _contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
+    """Each axis's stride, innermost first, is the bytes of the axes inside it."""
+    if 0 in shape:
         return True
+    expected = itemsize
+    for n, s in zip(shape, strides):
+        if n != 1 and s != expected:
+            return False
+        expected *= n
+    return True
 
 
 @dataclass(frozen=True, slots=True)

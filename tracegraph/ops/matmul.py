@@ -3,8 +3,8 @@
 One kernel: a block computes a TILE x TILE tile of the output, stepping over K one
 tile at a time through shared memory (cuda.shared.array + cuda.syncthreads). Edge tiles
 are padded with zeros, so M, N and K need not be multiples of TILE. Operands are 3-D
-strided views (a 2-D operand is a batch of one with batch stride 0), so transposed
-views (`x.T`) and broadcast batches need no copy.
+strided views (a 2-D operand is a batch of one with batch stride 0), so slices and
+broadcast batches need no copy.
 """
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ broadcast_to = B.broadcast_to
 
 def transpose(x: Any, axes: Sequence[int] | None = None, *, out: Any = None) -> Array:
     """x with its axes permuted (reversed by default), copied into a contiguous array
-    (or `out`). For a free view, use `x.T`."""
+    (or `out`); `x.T` and `x.transpose()` call it, as Numba's device arrays copy."""
     x = B.require_array("transpose", x)
     if axes is None:
         axes = tuple(reversed(range(x.ndim)))

@@ -1,0 +1,138 @@
+"""Why a graph made by CuPy's stream capture launches cheaper (host time) than one made with
+cuda.core, whoever launches it (scripts/probe_launch_matrix.py): the same one-kernel graph
+(Numba's kernel) instantiated several ways, each launched through tracegraph's C helper
+(cuGraphLaunch) on the legacy stream and on a cuda.core stream. Host time per launch, 100
+back to back, median of 30 samples, two interleaved rounds.
+
+    python scripts/probe_instantiate.py [out.json]
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+from numba import cuda, types
+
+SIZE, BLOCK = 1024, 256
+GRID = (SIZE + BLOCK - 1) // BLOCK
+
+
+@cuda.jit
+def axpb(x, a, b):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] * a + b
+
+
+def host_us(launch, sync, calls=100, reps=30) -> float:
+    for _ in range(200):
+        launch()
+    sync()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            launch()
+        out.append((time.perf_counter() - t0) * 1e6 / calls)
+        sync()
+    return statistics.median(out)
+
+
+def _ok(result):
+    err, *rest = result
+    if int(err) != 0:
+        raise RuntimeError(f"driver error {err}")
+    return rest[0] if len(rest) == 1 else rest
+
+
+def main() -> None:
+    import cupy as cp
+    from cuda.bindings import driver
+    from cuda.core import Device, LaunchConfig
+    from cuda.core.graph import GraphDefinition
+    from tracegraph.backends.cuda._graphlaunch import launch as c_launch
+
+    from tracegraph import _numba
+    dev = Device()
+    dev.set_current()
+    x = cuda.to_device(np.linspace(0, 2, SIZE, dtype=np.float32))
+    axpb[GRID, BLOCK](x, np.float32(0.999), np.float32(0.001))
+    cuda.synchronize()
+    kernel, _ = _numba.compiled_kernel(axpb, (types.float32[::1], types.float32, types.float32))
+    args = [ctypes.c_uint64(0), ctypes.c_uint64(0), ctypes.c_uint64(SIZE), ctypes.c_uint64(4),
+            ctypes.c_uint64(x.device_ctypes_pointer.value), ctypes.c_uint64(SIZE),
+            ctypes.c_uint64(4), ctypes.c_float(0.999), ctypes.c_float(0.001)]
+
+    def definition():
+        g = GraphDefinition()
+        g.launch(LaunchConfig(grid=GRID, block=BLOCK), kernel, *args)
+        return g
+
+    keep = []
+    execs = {}
+    g1 = definition()
+    e1 = g1.instantiate()
+    keep += [g1, e1]
+    execs["core_instantiate"] = int(e1.handle)
+    g2 = definition()
+    keep.append(g2)
+    execs["driver_instantiate_flags0"] = int(_ok(driver.cuGraphInstantiate(g2.handle, 0)))
+    g3 = definition()
+    keep.append(g3)
+    execs["cupy_runtime_instantiate"] = int(cp.cuda.runtime.graphInstantiate(int(g3.handle)))
+    g4 = definition()
+    keep.append(g4)
+    clone = _ok(driver.cuGraphClone(g4.handle))
+    execs["driver_instantiate_then_destroy_source"] = int(_ok(driver.cuGraphInstantiate(clone, 0)))
+    _ok((driver.cuGraphDestroy(clone)[0], None))
+    g5 = definition()
+    e5 = g5.instantiate()
+    keep.append(e5)
+    del g5  # the definition dropped after instantiation (CuPy destroys its graph)
+    execs["core_instantiate_then_drop_definition"] = int(e5.handle)
+
+    s = cp.cuda.Stream(non_blocking=True)
+    numba_on_s = cuda.external_stream(s.ptr)
+    with s:
+        s.begin_capture()
+        axpb[GRID, BLOCK, numba_on_s](x, np.float32(0.999), np.float32(0.001))
+        cupy_graph = s.end_capture()
+    keep.append(cupy_graph)
+    execs["cupy_capture"] = int(cupy_graph.graphExec)
+    raw = int(getattr(cupy_graph, "graph", 0) or 0)
+    if raw:
+        execs["cupy_capture_graph_driver_instantiate"] = int(
+            _ok(driver.cuGraphInstantiate(driver.CUgraph(raw), 0)))
+    gb = dev.create_graph_builder()
+    gb.begin_building("relaxed")
+    axpb[GRID, BLOCK, gb](x, np.float32(0.999), np.float32(0.001))
+    gb.end_building()
+    e7 = gb.complete()
+    keep += [gb, e7]
+    execs["core_capture"] = int(e7.handle)
+    core_stream = dev.create_stream()
+    streams = {"legacy": 0, "core_stream": int(core_stream.handle)}
+    found = {}
+    for name, e in execs.items():
+        for sname, sp in streams.items():
+            found[f"{name}/{sname}"] = (lambda e=e, sp=sp: c_launch(e, sp),
+                                        lambda sp=sp: driver.cuStreamSynchronize(
+                                            driver.CUstream(sp)))
+    results: dict = {}
+    for _ in range(2):
+        for name, (launch, sync) in found.items():
+            results.setdefault(name, []).append(host_us(launch, sync))
+    for name, v in sorted(results.items()):
+        print(f"{name:55s} {' '.join(f'{u:.2f}' for u in v)} us per launch")
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], "w") as fh:
+            json.dump(results, fh, indent=1)
+    del keep
+
+
+if __name__ == "__main__":
+    main()

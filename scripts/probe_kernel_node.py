@@ -1,0 +1,151 @@
+"""What differs between the kernel node CuPy's stream capture makes and the one cuda.core's
+explicit graph API makes (a graph of the former launches ~1.5 us cheaper on the host,
+scripts/probe_instantiate.py): each graph's nodes and kernel-node parameters as the driver
+reports them (function or library kernel, context), then one-node graphs built through
+cuda.bindings with a CUfunction and with a CUkernel, launched like the others (host time per
+launch, 100 back to back through tracegraph's C helper, median of 30; two rounds).
+
+    python scripts/probe_kernel_node.py [out.json]
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+from numba import cuda, types
+
+SIZE, BLOCK = 1024, 256
+GRID = (SIZE + BLOCK - 1) // BLOCK
+
+
+@cuda.jit
+def axpb(x, a, b):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] * a + b
+
+
+def host_us(launch, sync, calls=100, reps=30) -> float:
+    for _ in range(200):
+        launch()
+    sync()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            launch()
+        out.append((time.perf_counter() - t0) * 1e6 / calls)
+        sync()
+    return statistics.median(out)
+
+
+def ok(result):
+    err, *rest = result
+    if int(err) != 0:
+        raise RuntimeError(f"driver error {err}")
+    return rest[0] if len(rest) == 1 else (rest or None)
+
+
+def describe(driver, graph) -> list[str]:
+    n = ok(driver.cuGraphGetNodes(graph, 0))
+    nodes = ok(driver.cuGraphGetNodes(graph, n))[0] if n else []
+    out = []
+    for node in nodes:
+        kind = ok(driver.cuGraphNodeGetType(node))
+        line = f"{kind!r}"
+        if int(kind) == int(driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL):
+            p = ok(driver.cuGraphKernelNodeGetParams(node))
+            line += (f" func={int(p.func)} kern={int(getattr(p, 'kern', 0) or 0)} "
+                     f"ctx={int(getattr(p, 'ctx', 0) or 0)} grid={p.gridDimX} "
+                     f"block={p.blockDimX} extra={int(p.extra or 0) if p.extra else 0}")
+        out.append(line)
+    return out
+
+
+def main() -> None:
+    import cupy as cp
+    from cuda.bindings import driver
+    from cuda.core import Device, LaunchConfig
+    from cuda.core.graph import GraphDefinition
+
+    from tracegraph import _numba
+    from tracegraph.backends.cuda._graphlaunch import launch as c_launch
+    dev = Device()
+    dev.set_current()
+    x = cuda.to_device(np.linspace(0, 2, SIZE, dtype=np.float32))
+    axpb[GRID, BLOCK](x, np.float32(0.999), np.float32(0.001))
+    cuda.synchronize()
+    kernel, _ = _numba.compiled_kernel(axpb, (types.float32[::1], types.float32, types.float32))
+    args = [ctypes.c_uint64(0), ctypes.c_uint64(0), ctypes.c_uint64(SIZE), ctypes.c_uint64(4),
+            ctypes.c_uint64(x.device_ctypes_pointer.value), ctypes.c_uint64(SIZE),
+            ctypes.c_uint64(4), ctypes.c_float(0.999), ctypes.c_float(0.001)]
+    report: dict = {}
+    keep: list = []
+    execs = {}
+
+    g = GraphDefinition()
+    g.launch(LaunchConfig(grid=GRID, block=BLOCK), kernel, *args)
+    keep.append(g)
+    report["core_explicit_nodes"] = describe(driver, g.handle)
+    execs["core_explicit"] = int(ok(driver.cuGraphInstantiate(g.handle, 0)))
+
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        s.begin_capture()
+        axpb[GRID, BLOCK, cuda.external_stream(s.ptr)](x, np.float32(0.999), np.float32(0.001))
+        cg = s.end_capture()
+    keep.append(cg)
+    raw = int(getattr(cg, "graph", 0) or 0)
+    if raw:
+        report["cupy_capture_nodes"] = describe(driver, driver.CUgraph(raw))
+    execs["cupy_capture"] = int(cg.graphExec)
+
+    pointers = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+    keep.append(pointers)
+    kern = kernel.handle
+    func = ok(driver.cuKernelGetFunction(kern))
+    for name, use_func in (("bindings_cufunction", True), ("bindings_cukernel", False)):
+        graph = ok(driver.cuGraphCreate(0))
+        p = driver.CUDA_KERNEL_NODE_PARAMS()
+        if use_func:
+            p.func = func
+        else:
+            p.kern = kern
+        p.gridDimX, p.gridDimY, p.gridDimZ = GRID, 1, 1
+        p.blockDimX, p.blockDimY, p.blockDimZ = BLOCK, 1, 1
+        p.sharedMemBytes = 0
+        p.kernelParams = ctypes.addressof(pointers)
+        try:
+            ok(driver.cuGraphAddKernelNode(graph, None, 0, p))
+            report[f"{name}_nodes"] = describe(driver, graph)
+            execs[name] = int(ok(driver.cuGraphInstantiate(graph, 0)))
+        except Exception as exc:  # noqa: BLE001 - a probe reports what failed
+            report[f"{name}_error"] = repr(exc)
+        keep.append(graph)
+    core_stream = dev.create_stream()
+    found = {}
+    for name, e in execs.items():
+        for sname, sp in (("legacy", 0), ("core_stream", int(core_stream.handle))):
+            found[f"{name}/{sname}"] = (lambda e=e, sp=sp: c_launch(e, sp),
+                                        lambda sp=sp: driver.cuStreamSynchronize(
+                                            driver.CUstream(sp)))
+    results: dict = {}
+    for _ in range(2):
+        for name, (launch, sync) in found.items():
+            results.setdefault(name, []).append(host_us(launch, sync))
+    for k, v in report.items():
+        print(k, v)
+    for name, v in sorted(results.items()):
+        print(f"{name:40s} {' '.join(f'{u:.2f}' for u in v)} us per launch")
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], "w") as fh:
+            json.dump({"nodes": report, "host_us": results}, fh, indent=1)
+    del keep
+
+
+if __name__ == "__main__":
+    main()
