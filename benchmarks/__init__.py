@@ -1,1 +1,1 @@
-"""Benchmark harness for tracegraph (issue 6). Entry point: benchmarks/run.py."""
+"""Benchmark harness for tracegraph. Entry point: benchmarks/run.py."""

@@ -138,7 +138,7 @@ def chart(results, path):
     plt.close(fig)
 
 
-# ---------------------------------------------------------------- issue 6 targets
+# ---------------------------------------------------------------- targets
 
 def _med(results, wl, case, contender, metric):
     for r in results["rows"]:
@@ -149,7 +149,7 @@ def _med(results, wl, case, contender, metric):
 
 
 def targets(results):
-    """Each target of issue 6 against this run: measured value and verdict."""
+    """Each target against this run: measured value and verdict."""
     smoke = results["meta"]["mode"] == "smoke"
     g = lambda *k: _med(results, *k)
     tg_w1 = g("W1", "N=100", "tracegraph", "step_us")
@@ -190,7 +190,7 @@ def targets(results):
     add("W7: < 8 µs per replay, unchanged inputs",
         g("W7", "unchanged", "tracegraph", "call_us"), lambda v: v < 8, "µs",
         "replay calls back to back, no sync, host time per call")
-    # issue 15: against the peers of the same run
+    # against the peers of the same run
     w7 = lambda who: g("W7", "unchanged", who, "call_us")  # noqa: E731
     add("W7: replay within 1.3x of cuda.core's Graph.launch of a capture",
         ratio(w7("tracegraph"), w7("numba_capture")), lambda v: v <= 1.3, "x",
@@ -209,7 +209,7 @@ def targets(results):
 
 
 def targets_markdown(rows):
-    out = ["## Targets (issues 6 and 15)", "", "| target | measured | verdict | how |", "|---|---|---|---|"]
+    out = ["## Targets", "", "| target | measured | verdict | how |", "|---|---|---|---|"]
     for t in rows:
         v = "" if t["measured"] is None else f"{fmt(t['measured'])} {t['unit']}"
         out.append(f"| {t['target']} | {v} | {t['verdict']} | {t['how']} |")

@@ -1,4 +1,4 @@
-"""Run the tracegraph benchmarks (issue 6) and write results.json, results.md
+"""Run the tracegraph benchmarks and write results.json, results.md
 and chart.png.
 
     python benchmarks/run.py --out results/             # full run, ~5 min on an H200

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15's measurements in one command (about 7 minutes on the H200): the full benchmark
+# The performance measurements in one command (about 7 minutes on the H200): the full benchmark
 # run (benchmarks/run.py, every workload), where a replay's host time goes
 # (scripts/profile_replay.py) and why a Numba kernel node costs more than a C++ one
 # (scripts/probe_kernel_params.py). Logs and JSON in $OUT.

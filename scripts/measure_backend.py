@@ -1,4 +1,4 @@
-"""Issue-3 numbers on a GPU: chain of 100 tiny kernels (replay vs eager Numba), host time of
+"""Backend numbers on a GPU: chain of 100 tiny kernels (replay vs eager Numba), host time of
 one replay with unchanged device inputs, per-input cost of a changed pointer, and build +
 instantiate time for 1,000 nodes. Prints a table; writes JSON to argv[1] if given."""
 import json

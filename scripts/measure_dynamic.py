@@ -1,4 +1,4 @@
-"""Issue-12 numbers (docs/dynamic-shapes.md): in-place update of an instantiated graph vs a
+"""Dynamic-shape numbers (docs/dynamic-shapes.md): in-place update of an instantiated graph vs a
 new instantiation, for chains of 10, 100 and 1,000 kernel nodes; a new bucket's first call
 through each path; device bytes of the graph-owned intermediates per bucket with and
 without memory planning (for the chain and for examples/decode_step.py's decoder).

@@ -1,4 +1,4 @@
-"""Issue 3 item 2 on a GPU: what a moved device input costs when the graph re-points the
+"""Moved device inputs on a GPU: what a moved device input costs when the graph re-points the
 nodes that use it, and when it copies the input into a static buffer by an in-graph memcpy,
 by fan-out and size; plus the constants of moved_inputs.Costs fitted from them.
 

@@ -51,8 +51,8 @@ def ok(result):
 
 
 def describe(driver, graph) -> list[str]:
-    n = ok(driver.cuGraphGetNodes(graph, 0))
-    nodes = ok(driver.cuGraphGetNodes(graph, n))[0] if n else []
+    _, count = ok(driver.cuGraphGetNodes(graph, 0))
+    nodes = ok(driver.cuGraphGetNodes(graph, count))[0] if count else []
     out = []
     for node in nodes:
         kind = ok(driver.cuGraphNodeGetType(node))
@@ -126,6 +126,37 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001 - a probe reports what failed
             report[f"{name}_error"] = repr(exc)
         keep.append(graph)
+    # the same bare graph with one user object retained (cuda.core may attach some to keep
+    # what a node uses alive), and a cuda.core graph with no kernel node (one memset)
+    destroy = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _: None)
+    keep.append(destroy)
+    try:
+        graph = ok(driver.cuGraphCreate(0))
+        p = driver.CUDA_KERNEL_NODE_PARAMS()
+        p.func = func
+        p.gridDimX, p.gridDimY, p.gridDimZ = GRID, 1, 1
+        p.blockDimX, p.blockDimY, p.blockDimZ = BLOCK, 1, 1
+        p.kernelParams = ctypes.addressof(pointers)
+        ok(driver.cuGraphAddKernelNode(graph, None, 0, p))
+        obj = ok(driver.cuUserObjectCreate(
+            0, driver.CUhostFn(ctypes.cast(destroy, ctypes.c_void_p).value), 1,
+            driver.CUuserObject_flags.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC))
+        ok((driver.cuGraphRetainUserObject(
+            graph, obj, 1, driver.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE)[0], None))
+        execs["bindings_with_user_object"] = int(ok(driver.cuGraphInstantiate(graph, 0)))
+        keep.append(graph)
+    except Exception as exc:  # noqa: BLE001
+        report["user_object_error"] = repr(exc)
+    m = GraphDefinition()
+    m.memset(x.device_ctypes_pointer.value, 0, 4)
+    keep.append(m)
+    execs["core_memset_only"] = int(ok(driver.cuGraphInstantiate(m.handle, 0)))
+    b = ok(driver.cuGraphCreate(0))
+    ok(driver.cuGraphAddEmptyNode(b, None, 0))
+    keep.append(b)
+    execs["bindings_empty_only"] = int(ok(driver.cuGraphInstantiate(b, 0)))
+    if len(sys.argv) > 2:  # the cuda.core graph as the driver prints it, verbosely
+        ok((driver.cuGraphDebugDotPrint(g.handle, sys.argv[2].encode(), 1)[0], None))
     core_stream = dev.create_stream()
     found = {}
     for name, e in execs.items():

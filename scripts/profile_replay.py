@@ -1,4 +1,4 @@
-"""Where a replay's host time goes, on a GPU (issue 15): the raw cost of launching one
+"""Where a replay's host time goes, on a GPU: the raw cost of launching one
 instantiated graph through cuda.core, cuda.bindings and ctypes; tracegraph's replay of a
 one-kernel graph with unchanged and with a moved input, with a cProfile of each; and
 W3's cuBLASLt MLP graph: its driver nodes and its GPU time per step against the same

@@ -1,4 +1,4 @@
-"""Concurrency (issue 4 item 3): one compiled function replayed from 8 threads at once
+"""Concurrency: one compiled function replayed from 8 threads at once
 gives every caller its own correct result; different functions compile concurrently,
 also while others replay."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every tracing and replay footgun of issue 4 item 1, each with a defined outcome: a correct
+"""Every tracing and replay footgun, each with a defined outcome: a correct
 result (equal to eager Numba), or a tracegraph error that names the argument, the user's
 file:line and the fix. docs/sharp-edges.md lists the same footguns and what to do."""
 from __future__ import annotations

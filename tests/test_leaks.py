@@ -1,4 +1,4 @@
-"""Leaks (issue 4 item 5, CPU side): compiled functions, their graphs and executables,
+"""Leaks (CPU side): compiled functions, their graphs and executables,
 traced Programs and the tracer are freed once nothing holds them; a compiled function does
 not keep its callers' arrays alive; replaying does not grow memory."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A caller's device array that moves between replays (issue 3, item 2): re-pointing the
+"""A caller's device array that moves between replays: re-pointing the
 nodes that use it, or copying it into a static buffer in the graph, chosen per input.
 
 The policy is pure and tested here on the CPU; the behaviour tests run on `sim` and `cuda`

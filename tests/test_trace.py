@@ -1,5 +1,5 @@
 """Tracing: every launch is recorded in order, nothing executes, arguments and results are
-bound to buffers and views, and the errors of issue 2 item 9 name the user's file:line."""
+bound to buffers and views, and tracing errors name the user's file:line."""
 from __future__ import annotations
 
 import os

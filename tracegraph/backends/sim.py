@@ -126,9 +126,8 @@ class SimExecutable:
         # kernels read their globals when they run here (a GPU's keep the traced arrays):
         # a name rebound since the trace would not match the graph's order
         if (ref := plan.program.rebound()) is not None:
-            raise TracegraphError(f"{ref.describe()}, which kernels of {plan.name} name, "
-                                  "was bound to another array or function since it was "
-                                  "traced",
+            raise TracegraphError(f"{ref.describe()}, which kernels of {plan.name} name, was "
+                                  "bound to another array or function since it was traced",
                                   fix="call f.clear() to trace it again, or pass the array "
                                       "to the kernels as an argument")
         mem = dict(self.memory)
