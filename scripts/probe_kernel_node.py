@@ -147,6 +147,18 @@ def main() -> None:
         keep.append(graph)
     except Exception as exc:  # noqa: BLE001
         report["user_object_error"] = repr(exc)
+    # cuda.core with a Kernel it does not own (from_handle): does it still retain an object?
+    from cuda.core import Kernel
+    for name, handle in (("core_from_cukernel_handle", int(kern)),
+                         ("core_from_cufunction_handle", int(func))):
+        try:
+            k2 = Kernel.from_handle(handle)
+            g2 = GraphDefinition()
+            g2.launch(LaunchConfig(grid=GRID, block=BLOCK), k2, *args)
+            keep += [k2, g2]
+            execs[name] = int(ok(driver.cuGraphInstantiate(g2.handle, 0)))
+        except Exception as exc:  # noqa: BLE001
+            report[f"{name}_error"] = repr(exc)
     m = GraphDefinition()
     m.memset(x.device_ctypes_pointer.value, 0, 4)
     keep.append(m)

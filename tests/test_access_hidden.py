@@ -130,3 +130,31 @@ def test_a_device_function_called_with_keywords_runs_on_sim(backend):
     out = cuda.to_device(np.zeros(N))
     tg.compile(step, backend=backend)(out)
     np.testing.assert_array_equal(ha.H.copy_to_host(), np.full(N, 7.0))
+
+
+class _AnswersEverything:
+    """An object whose every attribute exists (a proxy, a mock): not an array."""
+
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+PROXY = _AnswersEverything()
+
+
+@cuda.jit
+def names_a_proxy(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 1.0 if PROXY is None else 2.0
+
+
+def test_an_object_answering_every_attribute_is_not_taken_for_an_array():
+    from tracegraph._numba.captured import is_device_array
+    from tracegraph.signature.arguments import describe
+    assert not is_device_array(PROXY) and describe(PROXY) is None
+
+    def step(out):
+        names_a_proxy[GRID, BLOCK](out)
+        return out
+    tg.compile(step, backend="sim").trace(cuda.to_device(np.zeros(N)))

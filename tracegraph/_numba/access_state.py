@@ -69,6 +69,7 @@ class WalkState:
         self.refs: dict[Any, GlobalRef] = {}   # ("global", key) -> where to find it
         self.calls_unknown = False
         self.depends: dict[tuple, tuple[GlobalRef, Any]] = {}  # names holding functions
+        self._reached: dict[int, tuple] = {}  # reach() per function, once per walk
 
     def _size(self) -> tuple[int, ...]:
         return (len(self.reads), len(self.writes), len(self.stored),
@@ -169,7 +170,7 @@ class WalkState:
     def _escape_globals_of(self, fn: Any, target: str) -> None:
         """A function we could not follow: every array it (or a function it names)
         captures may be read, written, and handed back."""
-        found, bindings = reach(fn)
+        found, bindings = self._reached.get(id(fn)) or self._reached.setdefault(id(fn), reach(fn))
         for ref, value in bindings:  # names holding functions it reaches: see `depends`
             self.depends.setdefault((id(ref.func()), ref.path), (ref, value))
         for ref, _ in found:

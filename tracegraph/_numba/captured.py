@@ -82,9 +82,10 @@ def is_device_array(value: Any) -> bool:
     if isinstance(value, (types.ModuleType, type, types.FunctionType, int, float, str)):
         return False
     try:
-        return getattr(value, "__cuda_array_interface__", None) is not None
+        interface = getattr(value, "__cuda_array_interface__", None)
     except Exception:  # a property that raises: not an array
         return False
+    return isinstance(interface, dict) and "data" in interface
 
 
 def holds_arrays(value: Any) -> bool:

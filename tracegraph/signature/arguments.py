@@ -101,10 +101,13 @@ def _describe_cupy(obj: Any) -> ArrayInfo:
 
 
 def _describe_cai(obj: Any) -> ArrayInfo | None:
-    cai = getattr(obj, "__cuda_array_interface__", None)
-    if cai is None:
+    try:
+        cai = getattr(obj, "__cuda_array_interface__", None)
+    except Exception:  # a property that raises: not an array
         return None
-    dtype = np.dtype(cai["typestr"])
+    if not isinstance(cai, dict) or "data" not in cai:
+        return None
+    dtype: np.dtype = np.dtype(cai["typestr"])
     if dtype.kind == "V" and cai.get("descr"):  # a record: the fields are in descr
         dtype = np.dtype([tuple(d) for d in cai["descr"]])
     shape = tuple(cai["shape"])
