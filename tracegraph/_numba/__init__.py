@@ -15,7 +15,7 @@ from .access import (
     infer_kernel_access,
     infer_param_access,
 )
-from .captured import GlobalRef, holds_arrays, unknown_globals
+from .captured import GlobalRef, holds_arrays, same_binding, unknown_globals
 from .devicearrays import (
     allocation_refs,
     device_address,
@@ -108,6 +108,7 @@ __all__ = [
     "layout_of",
     "ptx_for",
     "run_simulated",
+    "same_binding",
     "scalar_type",
     "select_overload",
     "set_tracer",

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .captured import GlobalRef
+from .captured import GlobalRef, same_binding
 from .kernels import kernel_py_func
 
 # the rank the analysis gives a value that is not an array but may be a slice or a tuple
@@ -38,15 +38,17 @@ class KernelAccess:
              capture
     depends: (GlobalRef, value) of each name holding a function the answer was found
              through: a name rebound since makes the answer stale
+    returns_number: an index made from what it returns takes an element, not a view
     """
     params: tuple[str, ...]
     stored: frozenset[int]
     globals: tuple[tuple[GlobalRef, str], ...]
     calls_unknown: bool = False
     depends: tuple[tuple[GlobalRef, Any], ...] = ()
+    returns_number: bool = False  # what it returns is a number (or a tuple of numbers)
 
     def still_bound(self) -> bool:
-        return all(ref.resolve() is value for ref, value in self.depends)
+        return all(same_binding(ref.resolve(), value) for ref, value in self.depends)
 
 
 def infer_param_access(kernel: Any, ndims: tuple[int | None, ...]) -> tuple[str, ...]:
@@ -92,7 +94,7 @@ def infer_launch(func: Callable, ndims: tuple[int | None, ...], records: frozens
     if nfixed in inner.stored:
         stored.update(i for i, r in enumerate(ndims) if i >= nfixed and r is not None)
     return KernelAccess(params, frozenset(stored), inner.globals, inner.calls_unknown,
-                        inner.depends)
+                        inner.depends, inner.returns_number)
 
 
 def _infer(func: Callable, ndims: tuple[int | None, ...], records: frozenset[int],

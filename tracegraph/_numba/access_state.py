@@ -129,8 +129,10 @@ class WalkState:
         return self.index_rank.get(name, 1)
 
     def _is_opaque(self, var: Any) -> bool:
-        return var.name in self.opaque or var.name in self.holds_opaque or \
-            var.name in self.slices
+        return self._is_opaque_name(var.name)
+
+    def _is_opaque_name(self, name: str) -> bool:
+        return name in self.opaque or name in self.holds_opaque or name in self.slices
 
     def _opaque_if(self, target: str, operands: Any) -> None:
         """What comes out of these operands may hold what they hold."""

@@ -46,8 +46,11 @@ class AccessWalk(WalkState):
         found = tuple((ref, ("r" if s in self.reads else "") + ("w" if s in self.writes else ""))
                       for s, ref in self.refs.items() if s in self.reads or s in self.writes)
         stored = frozenset(s for s in self.stored if isinstance(s, int))
+        returned = [s.value.name for s in stmts if isinstance(s, ir.Return)]
+        returns_number = all(not self._is_opaque_name(v) and not self.alias.get(v)
+                             for v in returned)
         return KernelAccess(params, stored, found, self.calls_unknown,
-                            tuple(self.depends.values()))
+                            tuple(self.depends.values()), returns_number)
 
     def _global(self, target: str, value: Any, path: tuple[str, ...]) -> None:
         self._constant(target, value)
@@ -203,11 +206,6 @@ class AccessWalk(WalkState):
         args = list(e.args) + [v for _, v in e.kws]
         if e.vararg is not None:
             args.append(e.vararg)
-        if fn is None or followed_function(fn) is not None or self.methods.get(e.func.name):
-            self.opaque.add(target)  # what a device function returns may be a slice
-            self.holds_opaque.add(target)
-        else:  # Numba's and NumPy's functions: numbers, unless handed slices (zip, min)
-            self._opaque_if(target, args)
         if self.methods.get(e.func.name):
             ps = self.methods[e.func.name]
             self.reads.update(ps)
@@ -218,8 +216,13 @@ class AccessWalk(WalkState):
         if callee is not None and not overloads and callee not in self.active:
             bound = bind_call(callee, e.args, e.kws, e.vararg)
             if bound is not None:
-                self._device_call(target, callee, bound)
+                self._device_call(target, callee, bound)  # its answer says what it returns
                 return
+        if fn is None or callee is not None or self.methods.get(e.func.name):
+            self.opaque.add(target)  # what a function returns may be a slice
+            self.holds_opaque.add(target)
+        else:  # Numba's and NumPy's functions: numbers, unless handed slices (zip, min)
+            self._opaque_if(target, args)
         if callee is not None or (fn is None and not self.methods.get(e.func.name)):
             # a callee not followed (a function passed in, FNS[0], f(*t), an @overload,
             # recursion): it may be any function this code or its callers can reach
@@ -257,9 +260,14 @@ class AccessWalk(WalkState):
         except Exception:
             self._unknown_callee(target)
             self._escape_args(target, given)
+            self.opaque.add(target)
+            self.holds_opaque.add(target)
             return
         for ref, value in inner.depends:
             self.depends.setdefault((id(ref.func()), ref.path), (ref, value))
+        if not inner.returns_number:  # it may hand back a slice
+            self.opaque.add(target)
+            self.holds_opaque.add(target)
         if inner.calls_unknown:
             # what it calls may be a device function handed down from here or above: any
             # array this function (and so, going up, the kernel) can reach

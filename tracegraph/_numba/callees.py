@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -47,13 +48,15 @@ def followed_function(fn: Any) -> Callable | None:
     can follow it; None for Numba's and NumPy's functions and for what is not a function."""
     if is_device_function(fn) or is_kernel(fn):
         return kernel_py_func(fn)
-    func = getattr(fn, "py_func", fn)  # numba.njit functions too
-    if not isinstance(func, types.FunctionType):
-        return None
+    func = getattr(fn, "py_func", None)  # numba.njit functions
+    registered = isinstance(func, types.FunctionType)
+    if not registered:
+        func = fn
+        # a plain function runs in a kernel only as register_jitable or @overload makes it
+        # (a host function of the same name as an attribute the code uses is not one)
+        registered = isinstance(func, types.FunctionType) and bool(overload_functions(func))
     module = (getattr(func, "__module__", None) or "").split(".")[0]
-    if module in _LIBRARY_PACKAGES:
-        return None
-    return func
+    return func if registered and module not in _LIBRARY_PACKAGES else None
 
 
 def overloads_of(func: Callable) -> list[Callable]:
@@ -90,13 +93,22 @@ def _registries() -> list[Any]:
 def overload_functions(func: Callable) -> list[Any]:
     """The functions @overload (and register_jitable) registered for `func`, for Numba's
     and numba-cuda's typing registries."""
+    registries = _registries()
+    size = sum(len(r.globals) for r in registries)
+    known = _overloads.get(func)
+    if known is not None and known[0] == size:  # nothing registered since
+        return known[1]
     found = []
-    for registry in _registries():
+    for registry in registries:
         for fn, fnty in list(registry.globals):
             if fn is func:
                 found += [getattr(t, "_overload_func", None) for t in
                           getattr(fnty, "templates", ())]
+    _overloads[func] = (size, found)
     return found
+
+
+_overloads: weakref.WeakKeyDictionary[Callable, tuple[int, list]] = weakref.WeakKeyDictionary()
 
 
 def _is_register_jitable(overload_func: Any, func: Callable) -> bool:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..ir import same_binding  # noqa: F401 - re-exported for the _numba package
 from .kernels import is_device_function, kernel_py_func, referenced_names
 
 _MAX_ATTRIBUTE_DEPTH = 8  # `a.b.c...`: deeper paths than any package's
@@ -85,7 +86,7 @@ def is_device_array(value: Any) -> bool:
         interface = getattr(value, "__cuda_array_interface__", None)
     except Exception:  # a property that raises: not an array
         return False
-    return isinstance(interface, dict) and "data" in interface
+    return isinstance(interface, dict) and {"data", "shape", "typestr"} <= interface.keys()
 
 
 def holds_arrays(value: Any) -> bool:

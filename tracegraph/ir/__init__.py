@@ -29,7 +29,7 @@ from .ops import (
     ScalarArg,
     args_key,
 )
-from .program import InputLeaf, OutputLeaf, Program, op_graph, verify
+from .program import InputLeaf, OutputLeaf, Program, op_graph, same_binding, verify
 
 # the buffer kinds by their short names
 TEMP = BufferKind.TEMP
@@ -45,5 +45,5 @@ __all__ = [
     "EventUse", "Fill", "ForeignKernel", "HostCall", "InputKind", "InputLeaf", "Launch",
     "LibraryCall", "NodeAttributes", "Op", "OpData", "OpKind", "OutputKind", "OutputLeaf",
     "Program", "ScalarArg", "View", "args_key", "contiguous_strides", "memory_regions", "op_graph",
-    "region_access", "verify",
+    "region_access", "same_binding", "verify",
 ]

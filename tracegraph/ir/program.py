@@ -20,6 +20,16 @@ _OP_KINDS = frozenset(OpKind)
 NO_VIEW = View(-1, 0, (), (), np.dtype(np.uint8))  # what a static input leaf has
 
 
+def same_binding(a: Any, b: Any) -> bool:
+    """A name holds what it held: the same object, or a tuple (namedtuple) of the same type
+    rebuilt from the same objects (`FNS = (relu, square)` run again)."""
+    if a is b:
+        return True
+    return isinstance(a, tuple) and type(a) is type(b) and len(a) == len(b) and \
+        all(same_binding(x, y) for x, y in zip(a, b))
+
+
+
 @dataclass(frozen=True, slots=True)
 class InputLeaf:
     """One flattened argument of the traced function."""
@@ -78,7 +88,8 @@ class Program:
     def rebound(self) -> Any:
         """The first global or closure variable kernels name that holds another array (or
         device function) now than when traced (None: none)."""
-        return next((ref for ref, value in self.bindings if ref.resolve() is not value), None)
+        return next((ref for ref, value in self.bindings
+                     if not same_binding(ref.resolve(), value)), None)
 
     def replace(self, **changes: Any) -> Program:
         fields = {f: getattr(self, f) for f in self.__dataclass_fields__}

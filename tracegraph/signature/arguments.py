@@ -105,7 +105,7 @@ def _describe_cai(obj: Any) -> ArrayInfo | None:
         cai = getattr(obj, "__cuda_array_interface__", None)
     except Exception:  # a property that raises: not an array
         return None
-    if not isinstance(cai, dict) or "data" not in cai:
+    if not isinstance(cai, dict) or not {"data", "shape", "typestr"} <= cai.keys():
         return None
     dtype: np.dtype = np.dtype(cai["typestr"])
     if dtype.kind == "V" and cai.get("descr"):  # a record: the fields are in descr

@@ -141,14 +141,14 @@ class Tracer:
         """A global (or closure variable) a kernel names holds the same arrays at every
         launch of the trace: Numba compiles the arrays it holds into the kernel once."""
         first = self._bindings.setdefault(ref.site(), (ref, value, kernel, where))
-        if first[1] is not value:
+        if not _numba.same_binding(first[1], value):
             raise _rebound(ref, kernel, where, f"since a launch at {first[3]}")
 
     def check_bindings(self, where: str) -> None:
         """After the function returned: the names kernels use hold what they held at their
         launches (a rebinding undone, or made after the last launch, is one too)."""
         for ref, value, kernel, launched in self._bindings.values():
-            if ref.resolve() is not value:
+            if not _numba.same_binding(ref.resolve(), value):
                 raise _rebound(ref, kernel, where, f"after its launch at {launched}")
 
     @property
