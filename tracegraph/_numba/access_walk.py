@@ -13,6 +13,7 @@ from .callees import (
     bind_call,
     followed_function,
     is_intrinsic_module,
+    is_number,
     method_overloads,
     overloads_of,
     param_default,
@@ -161,7 +162,10 @@ class AccessWalk(WalkState):
         if value is not None and not holds_arrays(value):
             # an attribute of a module, class, object or namedtuple the code names
             found = getattr(value, attr, None)
-            if found is None and (value is INTRINSIC or is_intrinsic_module(value)):
+            if (value is INTRINSIC or is_intrinsic_module(value) or is_number(value)) and \
+                    followed_function(found) is None and not holds_arrays(found):
+                # `cuda.threadIdx.x`, `cuda.grid`, `cuda.atomic.add`: Numba's intrinsics
+                # (stubs on a GPU, missing under the simulator), whose results are numbers
                 found = INTRINSIC
             self._global(target, found, (*path, attr) if path else ())
             return
