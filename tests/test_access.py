@@ -343,3 +343,24 @@ def test_inference_is_cached_per_kernel_and_ranks(monkeypatch):
     assert len(calls) == 1          # tracing reuses it
     _numba.infer_param_access(k, (2, 2))
     assert len(calls) == 2          # other ranks: analysed again
+
+
+@cuda.jit(device=True)
+def _tail(a):
+    return a[1:]
+
+
+def test_a_name_rebound_to_a_view_of_itself_is_followed():
+    """`v = v[1:]`, `v = tail(v)`, `s = s + v[i]`: the walk updated a set it was reading
+    (the analysis failed and every argument counted as read and written)."""
+    @cuda.jit
+    def k(x, out):
+        v = x[1:]
+        v = v[1:]
+        v = _tail(v)
+        s = 0.0
+        for i in range(v.size):
+            s = s + v[i]
+        out[0] = s
+
+    assert _modes(k, _dev(8), _dev(8)) == ["r", "w"]

@@ -53,6 +53,9 @@ class WalkState:
         self.passed = len(ndims)  # parameters past these take their defaults
         self.ndims = tuple(ndims[:self.nparams]) + (None,) * max(0, self.nparams - len(ndims))
         self.records: set[Any] = set(records)
+        # sources that are arrays (not tuples): `.size` of any view of one is metadata
+        self.array_sources: set[Any] = {i for i, r in enumerate(self.ndims)
+                                        if r is not None and r > 0}
         self.reads: set[Any] = set()
         self.writes: set[Any] = set()
         self.stored: set[Any] = set()
@@ -100,7 +103,7 @@ class WalkState:
     def _hand_back(self, target: str, var: Any) -> None:
         """A call may hand back a view of what it was given."""
         self.alias.setdefault(target, set()).update(
-            (p, -1) for p, _ in self.alias.get(var.name, ()))
+            [(p, -1) for p, _ in self.alias.get(var.name, ())])  # target may be var
 
     def _value(self, var: Any) -> Any:
         return self.values.get(var.name, UNKNOWN)[0]
@@ -143,7 +146,7 @@ class WalkState:
     def _subview(self, target: str, base: Any, index: Any) -> None:
         used = self._consumed(index)
         out = self.alias.setdefault(target, set())
-        for p, rank in self.alias.get(base.name, ()):
+        for p, rank in list(self.alias.get(base.name, ())):  # `x = x[1:]`: one set
             if rank <= 0 or used < 0:
                 out.add((p, -1))  # a tuple member, a field of a record element: unknown
                 self.reads.add(p)

@@ -68,6 +68,8 @@ class AccessWalk(WalkState):
         if key not in self.refs:
             self.refs[key] = GlobalRef(weakref.ref(self.func), path)
         rank = len(getattr(value, "shape", ())) if is_device_array(value) else -1
+        if rank > 0:
+            self.array_sources.add(key)
         if rank > 0 and getattr(getattr(value, "dtype", None), "names", None):
             self.records.add(key)
         self.alias.setdefault(target, set()).add((key, rank if rank > 0 else -1))
@@ -179,13 +181,15 @@ class AccessWalk(WalkState):
             return
         ranks = {rank for _, rank in self.alias.get(base, ())}
         known_arrays = bool(ranks) and min(ranks) > 0
-        if known_arrays and attr in META_ATTRS:
+        of_arrays = bool(ranks) and 0 not in ranks and \
+            all(p in self.array_sources for p, _ in self.alias.get(base, ()))
+        if (known_arrays or of_arrays) and attr in META_ATTRS:  # a view of unknown rank too
             return
         if known_arrays and attr in ("T", "real", "imag"):  # views of the same rank
-            self.alias.setdefault(target, set()).update(self.alias.get(base, ()))
+            self.alias.setdefault(target, set()).update(list(self.alias.get(base, ())))
         elif 0 in ranks:
             # a field of a record element: a value, or an array field stores can go into
-            for p, _ in self.alias.get(base, ()):
+            for p, _ in list(self.alias.get(base, ())):
                 self.reads.add(p)
                 self.alias.setdefault(target, set()).add((p, -1))
         elif ranks:
