@@ -20,9 +20,16 @@ def user_location(depth: int = 1) -> str:
     """file:line of the innermost frame outside tracegraph, Numba and NumPy."""
     frame: FrameType | None = sys._getframe(depth)
     while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not (filename.startswith(_PACKAGE_DIR) or filename.startswith(_NUMBA_DIRS)
-                or filename.startswith("<frozen")):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        name = frame.f_code.co_filename
+        internal = _internal.get(name)
+        if internal is None:  # once per file: a trace asks at every launch
+            filename = os.path.abspath(name)
+            internal = _internal[name] = filename.startswith(_PACKAGE_DIR) or \
+                filename.startswith(_NUMBA_DIRS) or filename.startswith("<frozen")
+        if not internal:
+            return f"{name}:{frame.f_lineno}"
         frame = frame.f_back
     return "?"
+
+
+_internal: dict[str, bool] = {}  # a code object's file name -> inside tracegraph/Numba/NumPy
