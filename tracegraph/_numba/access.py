@@ -38,14 +38,15 @@ class KernelAccess:
              capture
     depends: (GlobalRef, value) of each name holding a function the answer was found
              through: a name rebound since makes the answer stale
-    returns_number: an index made from what it returns takes an element, not a view
+    returns_index: how many dimensions an index made of what it returns takes: 1 for a
+             number, n for a tuple of n numbers, None when not known (maybe a slice)
     """
     params: tuple[str, ...]
     stored: frozenset[int]
     globals: tuple[tuple[GlobalRef, str], ...]
     calls_unknown: bool = False
     depends: tuple[tuple[GlobalRef, Any], ...] = ()
-    returns_number: bool = False  # what it returns is a number (or a tuple of numbers)
+    returns_index: int | None = None
 
     def still_bound(self) -> bool:
         return all(same_binding(ref.resolve(), value) for ref, value in self.depends)
@@ -94,7 +95,7 @@ def infer_launch(func: Callable, ndims: tuple[int | None, ...], records: frozens
     if nfixed in inner.stored:
         stored.update(i for i, r in enumerate(ndims) if i >= nfixed and r is not None)
     return KernelAccess(params, frozenset(stored), inner.globals, inner.calls_unknown,
-                        inner.depends, inner.returns_number)
+                        inner.depends, inner.returns_index)
 
 
 def _infer(func: Callable, ndims: tuple[int | None, ...], records: frozenset[int],

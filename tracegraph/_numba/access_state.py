@@ -66,6 +66,12 @@ class WalkState:
         # make a view, not take an element
         self.opaque: set[str] = set()
         self.holds_opaque: set[str] = set()
+        # vars proven to hold a number (an index through one takes one dimension), or a
+        # tuple (iterable) of numbers; a var also assigned anything else is in `others`
+        self.numbers: set[str] = set()
+        self.number_tuples: set[str] = set()
+        self.others: set[str] = set()
+        self.int_constants: dict[str, int] = {}
         self.index_rank: dict[str, int] = {}   # tuple-index vars: how many dims they consume
         self.methods: dict[str, set[Any]] = {}  # vars holding a bound method of an array
         self.values: dict[str, tuple[Any, tuple[str, ...]]] = {}  # var -> (value, path)
@@ -78,7 +84,8 @@ class WalkState:
         return (len(self.reads), len(self.writes), len(self.stored),
                 sum(map(len, self.alias.values())), sum(map(len, self.methods.values())),
                 len(self.slices), len(self.index_rank), len(self.values),
-                len(self.opaque), len(self.holds_opaque),
+                len(self.opaque), len(self.holds_opaque), len(self.numbers),
+                len(self.number_tuples), len(self.others),
                 sum(v is UNKNOWN for v in self.values.values()), int(self.calls_unknown))
 
     def _sources(self, var: Any) -> set[Any]:
@@ -129,7 +136,29 @@ class WalkState:
             return 0
         if name in self.opaque or (name in self.holds_opaque and name not in self.index_rank):
             return -1
-        return self.index_rank.get(name, 1)
+        if name in self.index_rank:
+            return self.index_rank[name]
+        return 1 if self._number(name) else -1  # not proven a number: maybe a tuple
+
+    def _number(self, name: str) -> bool:
+        return name in self.numbers and name not in self.others and \
+            not self._is_opaque_name(name) and not self.alias.get(name)
+
+    def _number_tuple(self, name: str) -> bool:
+        return name in self.number_tuples and name not in self.others and \
+            not self._is_opaque_name(name) and not self.alias.get(name)
+
+    def _mark(self, target: str, kind: str | None) -> None:
+        """What `target` was assigned: "number", "tuple" (of numbers) or None (other)."""
+        if kind == "number":
+            self.numbers.add(target)
+        elif kind == "tuple":
+            self.number_tuples.add(target)
+        else:
+            self.others.add(target)
+
+    def _kind(self, name: str) -> str | None:
+        return "number" if self._number(name) else "tuple" if self._number_tuple(name) else None
 
     def _is_opaque(self, var: Any) -> bool:
         return self._is_opaque_name(var.name)
@@ -167,6 +196,10 @@ class WalkState:
             self.holds_opaque.add(target)
         elif not is_number(value) and not isinstance(value, tuple):
             self.opaque.add(target)
+        if isinstance(value, int) and not isinstance(value, bool):
+            self.int_constants[target] = value
+        self._mark(target, "tuple" if isinstance(value, tuple) and all(map(is_number, value))
+                   else "number" if is_number(value) else None)
 
     def _unknown_callee(self, target: str) -> None:
         self.calls_unknown = True

@@ -10,10 +10,12 @@ from .access import OPAQUE, KernelAccess, infer_launch
 from .access_state import META_ATTRS, UNKNOWN, WalkState
 from .callees import (
     INTRINSIC,
+    Intrinsic,
     bind_call,
     followed_function,
     is_intrinsic_module,
-    is_number,
+    is_pure,
+    is_stub,
     method_overloads,
     overloads_of,
     param_default,
@@ -48,10 +50,11 @@ class AccessWalk(WalkState):
                       for s, ref in self.refs.items() if s in self.reads or s in self.writes)
         stored = frozenset(s for s in self.stored if isinstance(s, int))
         returned = [s.value.name for s in stmts if isinstance(s, ir.Return)]
-        returns_number = all(not self._is_opaque_name(v) and not self.alias.get(v)
-                             for v in returned)
+        used = {1 if self._number(v) else self.index_rank.get(v, -1)
+                if self._number_tuple(v) else -1 for v in returned}
+        returns_index = used.pop() if len(used) == 1 and -1 not in used else None
         return KernelAccess(params, stored, found, self.calls_unknown,
-                            tuple(self.depends.values()), returns_number)
+                            tuple(self.depends.values()), returns_index)
 
     def _global(self, target: str, value: Any, path: tuple[str, ...]) -> None:
         self._constant(target, value)
@@ -93,6 +96,9 @@ class AccessWalk(WalkState):
                 self.opaque.add(target)
             if value.name in self.holds_opaque:
                 self.holds_opaque.add(target)
+            self._mark(target, self._kind(value.name))
+            if value.name in self.index_rank:
+                self.index_rank[target] = self.index_rank[value.name]
             found = self.values.get(value.name, UNKNOWN)
             if found is UNKNOWN:
                 self.values[target] = UNKNOWN
@@ -110,6 +116,7 @@ class AccessWalk(WalkState):
                     self.opaque.add(target)
                 elif rank is not None:
                     self.alias.setdefault(target, set()).add((value.index, rank))
+                self._mark(target, "number" if rank is None else None)
             elif isinstance(value, ir.Const):
                 self._constant(target, value.value)
             elif isinstance(value, ir.Expr):
@@ -122,6 +129,11 @@ class AccessWalk(WalkState):
                 self._read(e.index)
             self._subview(target, e.value, e.index)
             self._opaque_if(target, [e.value])
+            element = bool(self.alias.get(e.value.name)) and not self.alias.get(target)
+            index = e.index
+            one = isinstance(index, int) or (hasattr(index, "name") and self._number(index.name))
+            member = self._number_tuple(e.value.name) and one  # not `t[:0]`, a tuple
+            self._mark(target, "number" if element or member else None)
         elif op == "getattr":
             self._getattr(target, e)
         elif op == "call":
@@ -135,6 +147,7 @@ class AccessWalk(WalkState):
                 if self._is_opaque(item):
                     self.holds_opaque.add(target)
             self.index_rank[target] = ranks
+            self._mark(target, "tuple" if all(self._number(i.name) for i in e.items) else None)
         elif op in ("exhaust_iter", "getiter", "iternext", "pair_first"):
             self._read(e.value)
             self._hand_back(target, e.value)
@@ -142,6 +155,9 @@ class AccessWalk(WalkState):
                 self.holds_opaque.add(target)
                 if op == "pair_first":
                     self.opaque.add(target)
+            of_numbers = self._number_tuple(e.value.name)
+            self._mark(target, None if not of_numbers else
+                       "number" if op == "pair_first" else "tuple")
         elif op == "make_function":
             # a function defined in the kernel: what it closes over, it may read or store
             # to when called (calling it is an unknown call)
@@ -157,6 +173,16 @@ class AccessWalk(WalkState):
             self._opaque_if(target, e.list_vars())
             if op not in ("binop", "inplace_binop", "unary", "cast"):
                 self.opaque.add(target)  # a closure, a list, a map: not a number
+            operands = [v.name for v in e.list_vars()]
+            if op == "cast":
+                self._mark(target, self._kind(operands[0]))
+                if operands[0] in self.index_rank:
+                    self.index_rank[target] = self.index_rank[operands[0]]
+            elif op == "pair_second":
+                self._mark(target, "number")
+            else:
+                self._mark(target, "number" if op != "make_function" and operands and
+                           all(self._number(n) for n in operands) else None)
 
     def _getattr(self, target: str, e: Any) -> None:
         base, attr = e.value.name, e.attr
@@ -164,11 +190,11 @@ class AccessWalk(WalkState):
         if value is not None and not holds_arrays(value):
             # an attribute of a module, class, object or namedtuple the code names
             found = getattr(value, attr, None)
-            if (value is INTRINSIC or is_intrinsic_module(value) or is_number(value)) and \
-                    followed_function(found) is None and not holds_arrays(found):
+            if isinstance(value, Intrinsic) or (is_intrinsic_module(value) and is_stub(found)):
                 # `cuda.threadIdx.x`, `cuda.grid`, `cuda.atomic.add`: Numba's intrinsics
-                # (stubs on a GPU, missing under the simulator), whose results are numbers
-                found = INTRINSIC
+                # (stubs on a GPU, missing under the simulator)
+                base = value if isinstance(value, Intrinsic) else INTRINSIC
+                found = base.attribute(attr)
             self._global(target, found, (*path, attr) if path else ())
             return
         self.values[target] = UNKNOWN
@@ -181,10 +207,13 @@ class AccessWalk(WalkState):
             return
         ranks = {rank for _, rank in self.alias.get(base, ())}
         known_arrays = bool(ranks) and min(ranks) > 0
-        of_arrays = bool(ranks) and 0 not in ranks and \
-            all(p in self.array_sources for p, _ in self.alias.get(base, ()))
+        of_arrays = bool(ranks) and 0 not in ranks and all(
+            p in self.array_sources and p not in self.records for p, _ in self.alias.get(base, ()))
         if (known_arrays or of_arrays) and attr in META_ATTRS:  # a view of unknown rank too
+            self._mark(target, "tuple" if attr in ("shape", "strides") else
+                       "number" if attr in ("size", "ndim", "itemsize", "nbytes") else None)
             return
+        self._mark(target, None)
         if known_arrays and attr in ("T", "real", "imag"):  # views of the same rank
             self.alias.setdefault(target, set()).update(list(self.alias.get(base, ())))
         elif 0 in ranks:
@@ -208,8 +237,10 @@ class AccessWalk(WalkState):
         fn = self._value(e.func)
         if fn is slice:
             self.slices.add(target)
+            self._mark(target, None)
             return
         if fn is len:
+            self._mark(target, "number")
             return
         args = list(e.args) + [v for _, v in e.kws]
         if e.vararg is not None:
@@ -220,12 +251,17 @@ class AccessWalk(WalkState):
             self.writes.update(ps)
             self.alias.setdefault(target, set()).update((p, -1) for p in ps)
         callee = followed_function(fn)
+        if callee is None and fn is not None and not self.methods.get(e.func.name) and \
+                is_pure(fn):
+            self._pure_call(target, fn, args)
+            return
         overloads = overloads_of(callee) if callee is not None else []
         if callee is not None and not overloads and callee not in self.active:
             bound = bind_call(callee, e.args, e.kws, e.vararg)
             if bound is not None:
                 self._device_call(target, callee, bound)  # its answer says what it returns
                 return
+        self._mark(target, "number" if isinstance(fn, Intrinsic) else None)  # an atomic
         if fn is None or callee is not None or self.methods.get(e.func.name):
             self.opaque.add(target)  # what a function returns may be a slice
             self.holds_opaque.add(target)
@@ -238,6 +274,23 @@ class AccessWalk(WalkState):
         for overload in overloads:  # and what the overload's implementation names
             self._escape_globals_of(overload, target)
         self._escape_args(target, args)
+
+    def _pure_call(self, target: str, fn: Any, args: list) -> None:
+        """Numba's intrinsics (not the atomics), math, abs/min/max/range...: they read their
+        arguments (`cuda.const.array_like(G)` hands back a view of G) and give numbers."""
+        for a in args:
+            self._read(a)
+            self._hand_back(target, a)
+        self._opaque_if(target, args)
+        if isinstance(fn, Intrinsic) and fn.path in ("grid", "gridsize"):
+            n = self.int_constants.get(args[0].name) if len(args) == 1 else None
+            self._mark(target, "number" if n == 1 else "tuple" if n else None)
+            if n and n > 1:
+                self.index_rank[target] = n
+        elif fn is range:
+            self._mark(target, "tuple")  # of numbers, to iterate over
+        else:
+            self._mark(target, "number" if all(self._number(a.name) for a in args) else None)
 
     def _escape_args(self, target: str, args: list) -> None:
         for a in args:
@@ -255,8 +308,9 @@ class AccessWalk(WalkState):
         records = set()
         for k, a in enumerate(args):
             known = [r for _, r in self.alias.get(a.name, ())] if a is not None else []
+            # a value not proven a number (a tuple, a slice...) may make a view as an index
             ranks.append(known[0] if len(set(known)) == 1 else -1 if known else
-                         OPAQUE if a is not None and self._is_opaque(a) else None)
+                         None if a is None or self._number(a.name) else OPAQUE)
             if a is not None and any(p in self.records for p, _ in self.alias.get(a.name, ())):
                 records.add(k)
         given = [a for a in args if a is not None]
@@ -270,12 +324,19 @@ class AccessWalk(WalkState):
             self._escape_args(target, given)
             self.opaque.add(target)
             self.holds_opaque.add(target)
+            self._mark(target, None)
             return
         for ref, value in inner.depends:
             self.depends.setdefault((id(ref.func()), ref.path), (ref, value))
-        if not inner.returns_number:  # it may hand back a slice
+        if inner.returns_index is None:  # it may hand back a slice
             self.opaque.add(target)
             self.holds_opaque.add(target)
+            self._mark(target, None)
+        elif inner.returns_index == 1:
+            self._mark(target, "number")
+        else:  # a tuple of numbers, as an index it takes that many dimensions
+            self._mark(target, "tuple")
+            self.index_rank[target] = inner.returns_index
         if inner.calls_unknown:
             # what it calls may be a device function handed down from here or above: any
             # array this function (and so, going up, the kernel) can reach

@@ -12,14 +12,48 @@ from typing import Any
 from .kernels import is_device_function, is_kernel, kernel_py_func
 
 
-class _Intrinsic:
-    """What `cuda.grid`, `cuda.atomic.add`... are to the analysis where Numba's simulator
-    mode leaves them off the module (the simulator supplies them only while a kernel
-    runs): known functions that touch only their arguments, as on a GPU, not unknown
-    callees (which would count every captured array and hide gaps the GPU would show)."""
+class Intrinsic:
+    """What `cuda.grid`, `cuda.atomic.add`, `cuda.threadIdx.x`... are to the analysis (stubs
+    on a GPU; missing under the simulator, which supplies them only while a kernel runs):
+    Numba's own functions and values, named by their path under `cuda`. Only the atomics
+    store to an argument; `grid(n)` and `gridsize(n)` give n numbers."""
+
+    def __init__(self, path: str = "") -> None:
+        self.path = path
+
+    def attribute(self, name: str) -> Intrinsic:
+        """The one Intrinsic of that path (the walk compares values by identity)."""
+        path = f"{self.path}.{name}" if self.path else name
+        found = _intrinsics.get(path)
+        if found is None:
+            found = _intrinsics[path] = Intrinsic(path)
+        return found
+
+    @property
+    def writes(self) -> bool:
+        return self.path.startswith("atomic")
 
 
-INTRINSIC = _Intrinsic()
+_intrinsics: dict[str, Intrinsic] = {}
+INTRINSIC = Intrinsic()  # the `cuda` module itself, as the analysis sees it
+
+# functions that read their arguments and return numbers (or, for const.array_like, a view)
+_PURE_BUILTINS = frozenset({abs, min, max, int, float, round, bool, complex, range, divmod,
+                            pow})
+
+
+def is_pure(fn: Any) -> bool:
+    """A function of Numba's, Python's or math's that stores to none of its arguments."""
+    import numpy as np
+    if isinstance(fn, Intrinsic):
+        return not fn.writes
+    try:
+        if fn in _PURE_BUILTINS:
+            return True
+    except TypeError:  # unhashable
+        return False
+    module = getattr(fn, "__module__", None) or ""
+    return module in ("math", "cmath") or isinstance(fn, np.ufunc)
 
 # Functions of these packages are Numba's own implementations (np.sum, math.sin): they
 # touch only their arguments. Any other plain function a kernel calls is a
@@ -31,11 +65,23 @@ def is_number(value: Any) -> bool:
     """A value that, used as an index, takes an element: a number, or one of Numba's
     intrinsics (`cuda.threadIdx.x`, `cuda.grid`) whose results are numbers."""
     import numpy as np
-    if isinstance(value, (int, float, complex, np.number)) or value is INTRINSIC:
+    if isinstance(value, (int, float, complex, np.number, Intrinsic)):
         return True
     module = getattr(value, "__module__", None) or type(value).__module__ or ""
     return module.split(".")[0] == "numba" and not is_device_function(value) \
         and not is_kernel(value)
+
+
+def is_stub(found: Any) -> bool:
+    """An attribute of `numba.cuda` that is one of its intrinsics (or, under the simulator,
+    missing): not a submodule (`cuda.random`), not a compiled function."""
+    if found is None:
+        return True
+    if isinstance(found, types.ModuleType) or followed_function(found) is not None or \
+            hasattr(found, "py_func"):
+        return False
+    module = getattr(found, "__module__", None) or type(found).__module__ or ""
+    return module.startswith("numba.cuda")
 
 
 def is_intrinsic_module(value: Any) -> bool:
