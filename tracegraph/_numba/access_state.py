@@ -140,6 +140,11 @@ class WalkState:
             return self.index_rank[name]
         return 1 if self._number(name) else -1  # not proven a number: maybe a tuple
 
+    def _set_index_rank(self, target: str, rank: int) -> None:
+        """A variable assigned tuples of two lengths takes an unknown number of dimensions."""
+        held = self.index_rank.get(target)
+        self.index_rank[target] = rank if held is None or held == rank else -1
+
     def _number(self, name: str) -> bool:
         return name in self.numbers and name not in self.others and \
             not self._is_opaque_name(name) and not self.alias.get(name)
@@ -191,7 +196,7 @@ class WalkState:
         if isinstance(value, slice):
             self.slices.add(target)
         elif value is Ellipsis or value is None or isinstance(value, (tuple, bool)):
-            self.index_rank[target] = _constant_index_rank(value)
+            self._set_index_rank(target, _constant_index_rank(value))
         if isinstance(value, tuple) and not all(map(is_number, value)):
             self.holds_opaque.add(target)
         elif not is_number(value) and not isinstance(value, tuple):

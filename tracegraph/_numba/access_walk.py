@@ -98,7 +98,7 @@ class AccessWalk(WalkState):
                 self.holds_opaque.add(target)
             self._mark(target, self._kind(value.name))
             if value.name in self.index_rank:
-                self.index_rank[target] = self.index_rank[value.name]
+                self._set_index_rank(target, self.index_rank[value.name])
             found = self.values.get(value.name, UNKNOWN)
             if found is UNKNOWN:
                 self.values[target] = UNKNOWN
@@ -146,7 +146,7 @@ class AccessWalk(WalkState):
                 ranks = -1 if used < 0 or ranks < 0 else ranks + used
                 if self._is_opaque(item):
                     self.holds_opaque.add(target)
-            self.index_rank[target] = ranks
+            self._set_index_rank(target, ranks)
             self._mark(target, "tuple" if all(self._number(i.name) for i in e.items) else None)
         elif op in ("exhaust_iter", "getiter", "iternext", "pair_first"):
             self._read(e.value)
@@ -177,7 +177,7 @@ class AccessWalk(WalkState):
             if op == "cast":
                 self._mark(target, self._kind(operands[0]))
                 if operands[0] in self.index_rank:
-                    self.index_rank[target] = self.index_rank[operands[0]]
+                    self._set_index_rank(target, self.index_rank[operands[0]])
             elif op == "pair_second":
                 self._mark(target, "number")
             else:
@@ -286,7 +286,7 @@ class AccessWalk(WalkState):
             n = self.int_constants.get(args[0].name) if len(args) == 1 else None
             self._mark(target, "number" if n == 1 else "tuple" if n else None)
             if n and n > 1:
-                self.index_rank[target] = n
+                self._set_index_rank(target, n)
         elif fn is range:
             self._mark(target, "tuple")  # of numbers, to iterate over
         else:
@@ -336,7 +336,7 @@ class AccessWalk(WalkState):
             self._mark(target, "number")
         else:  # a tuple of numbers, as an index it takes that many dimensions
             self._mark(target, "tuple")
-            self.index_rank[target] = inner.returns_index
+            self._set_index_rank(target, inner.returns_index)
         if inner.calls_unknown:
             # what it calls may be a device function handed down from here or above: any
             # array this function (and so, going up, the kernel) can reach

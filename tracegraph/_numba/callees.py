@@ -67,9 +67,10 @@ def is_number(value: Any) -> bool:
     import numpy as np
     if isinstance(value, (int, float, complex, np.number, Intrinsic)):
         return True
+    from .captured import is_device_array
     module = getattr(value, "__module__", None) or type(value).__module__ or ""
     return module.split(".")[0] == "numba" and not is_device_function(value) \
-        and not is_kernel(value)
+        and not is_kernel(value) and not is_device_array(value)
 
 
 def is_stub(found: Any) -> bool:
