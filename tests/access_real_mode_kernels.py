@@ -56,9 +56,44 @@ EXPECTED = {  # kernel -> (argument ranks, modes)
 }
 
 
+def sweep() -> dict[str, tuple[str, ...]]:
+    """The analysis of every kernel of tracegraph's ops, examples and benchmarks (all
+    arguments taken as 1-d and as 2-d arrays): in real and in simulator mode it must agree."""
+    import importlib
+    import os
+    import pkgutil
+    import sys
+
+    import tracegraph.ops as ops
+    from tracegraph._numba import infer_kernel_access, is_device_function, is_kernel
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path[:0] = [root, os.path.join(root, "examples")]
+    names = [f"tracegraph.ops.{m.name}" for m in pkgutil.iter_modules(ops.__path__)]
+    names += [f"benchmarks.{n}" for n in ("w1_chain", "w2_forkjoin", "w3_mlp", "w4_cartpole",
+                                          "w6_numpy", "w7_overhead")]
+    names += sorted(f[:-3] for f in os.listdir(os.path.join(root, "examples"))
+                    if f.endswith(".py"))
+    found = {}
+    for module_name in names:
+        module = importlib.import_module(module_name)
+        for name, value in sorted(vars(module).items()):
+            if is_kernel(value) and not is_device_function(value):
+                n = value.py_func.__code__.co_argcount
+                for rank in (1, 2):
+                    found[f"{module_name}.{name}/{rank}"] = infer_kernel_access(
+                        value, (rank,) * n).params
+    return found
+
+
 def main() -> None:
+    import json
+    import sys
+
     from tracegraph._numba import SIMULATOR, infer_kernel_access
     assert not SIMULATOR
+    if sys.argv[1:] == ["--sweep"]:
+        print(json.dumps(sweep()))
+        return
     for name, (ranks, want) in EXPECTED.items():
         got = infer_kernel_access(globals()[name], ranks).params
         print(name, got, "ok" if got == want else f"WANT {want}")
