@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from .access import (
+    OPAQUE,
     KernelAccess,
     infer_kernel_access,
     infer_param_access,
@@ -72,6 +73,7 @@ if SIMULATOR:
 install_hooks()  # inert until a tracer is active on a thread
 
 __all__ = [
+    "OPAQUE",
     "SIMULATOR",
     "GlobalRef",
     "GridSyncError",

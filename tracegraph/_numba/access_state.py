@@ -53,9 +53,6 @@ class WalkState:
         self.passed = len(ndims)  # parameters past these take their defaults
         self.ndims = tuple(ndims[:self.nparams]) + (None,) * max(0, self.nparams - len(ndims))
         self.records: set[Any] = set(records)
-        # sources that are arrays (not tuples): `.size` of any view of one is metadata
-        self.array_sources: set[Any] = {i for i, r in enumerate(self.ndims)
-                                        if r is not None and r > 0}
         self.reads: set[Any] = set()
         self.writes: set[Any] = set()
         self.stored: set[Any] = set()
@@ -147,11 +144,13 @@ class WalkState:
 
     def _number(self, name: str) -> bool:
         return name in self.numbers and name not in self.others and \
-            not self._is_opaque_name(name) and not self.alias.get(name)
+            name not in self.number_tuples and not self._is_opaque_name(name) and \
+            not self.alias.get(name)
 
     def _number_tuple(self, name: str) -> bool:
         return name in self.number_tuples and name not in self.others and \
-            not self._is_opaque_name(name) and not self.alias.get(name)
+            name not in self.numbers and not self._is_opaque_name(name) and \
+            not self.alias.get(name)
 
     def _mark(self, target: str, kind: str | None) -> None:
         """What `target` was assigned: "number", "tuple" (of numbers) or None (other)."""

@@ -10,6 +10,7 @@ from .access import OPAQUE, KernelAccess, infer_launch
 from .access_state import META_ATTRS, UNKNOWN, WalkState
 from .callees import (
     INTRINSIC,
+    TUPLE_RESULTS,
     Intrinsic,
     bind_call,
     followed_function,
@@ -71,8 +72,6 @@ class AccessWalk(WalkState):
         if key not in self.refs:
             self.refs[key] = GlobalRef(weakref.ref(self.func), path)
         rank = len(getattr(value, "shape", ())) if is_device_array(value) else -1
-        if rank > 0:
-            self.array_sources.add(key)
         if rank > 0 and getattr(getattr(value, "dtype", None), "names", None):
             self.records.add(key)
         self.alias.setdefault(target, set()).add((key, rank if rank > 0 else -1))
@@ -207,9 +206,8 @@ class AccessWalk(WalkState):
             return
         ranks = {rank for _, rank in self.alias.get(base, ())}
         known_arrays = bool(ranks) and min(ranks) > 0
-        of_arrays = bool(ranks) and 0 not in ranks and all(
-            p in self.array_sources and p not in self.records for p, _ in self.alias.get(base, ()))
-        if (known_arrays or of_arrays) and attr in META_ATTRS:  # a view of unknown rank too
+        # (of a value of unknown rank, `.size` may be a namedtuple's field: not metadata)
+        if known_arrays and attr in META_ATTRS:
             self._mark(target, "tuple" if attr in ("shape", "strides") else
                        "number" if attr in ("size", "ndim", "itemsize", "nbytes") else None)
             return
@@ -289,6 +287,9 @@ class AccessWalk(WalkState):
                 self._set_index_rank(target, n)
         elif fn is range:
             self._mark(target, "tuple")  # of numbers, to iterate over
+        elif fn in TUPLE_RESULTS:  # divmod: two numbers
+            self._mark(target, "tuple" if all(self._number(a.name) for a in args) else None)
+            self._set_index_rank(target, 2)
         else:
             self._mark(target, "number" if all(self._number(a.name) for a in args) else None)
 

@@ -31,15 +31,18 @@ class Intrinsic:
 
     @property
     def writes(self) -> bool:
-        return self.path.startswith("atomic")
+        # the atomics and the cache-hinted stores (cuda.stcs(array, i, value), ...)
+        return self.path.startswith("atomic") or self.path.split(".")[-1] in _STORES
 
 
 _intrinsics: dict[str, Intrinsic] = {}
+_STORES = frozenset({"stcg", "stcs", "stwb", "stwt"})
 INTRINSIC = Intrinsic()  # the `cuda` module itself, as the analysis sees it
 
 # functions that read their arguments and return numbers (or, for const.array_like, a view)
 _PURE_BUILTINS = frozenset({abs, min, max, int, float, round, bool, complex, range, divmod,
                             pow})
+TUPLE_RESULTS = frozenset({divmod})  # pure builtins that give a tuple
 
 
 def is_pure(fn: Any) -> bool:

@@ -387,8 +387,8 @@ def _views(arg: Any) -> list[View]:
 def _rank(arg: Any) -> int | None:
     if isinstance(arg, View):
         return len(arg.shape)
-    if isinstance(arg, tuple):
-        return -1 if _views(arg) else None
+    if isinstance(arg, tuple):  # of arrays; or of numbers, which as an index take len(t)
+        return -1 if _views(arg) else _numba.OPAQUE
     return None
 
 
