@@ -215,10 +215,16 @@ class AccessWalk(WalkState):
         if known_arrays and attr in ("T", "real", "imag"):  # views of the same rank
             self.alias.setdefault(target, set()).update(list(self.alias.get(base, ())))
         elif 0 in ranks:
-            # a field of a record element: a value, or an array field stores can go into
-            for p, _ in list(self.alias.get(base, ())):
+            # a field of a record element: a value, or an array field stores can go into;
+            # or a method (@overload_method on records): calling it may store to the record
+            sources = self._sources(e.value)
+            for p in sources:
                 self.reads.add(p)
                 self.alias.setdefault(target, set()).add((p, -1))
+            self.methods.setdefault(target, set()).update(sources)
+            for overload in method_overloads(attr):
+                self.calls_unknown = True
+                self._escape_globals_of(overload, target)
         elif ranks:
             # a method, a view (a.flat, ...) that stores can go through, a field of a
             # namedtuple: all of them

@@ -112,8 +112,10 @@ def followed_function(fn: Any) -> Callable | None:
 def overloads_of(func: Callable) -> list[Callable]:
     """The @overload functions registered for a plain function, other than the one
     register_jitable makes: Numba compiles what they return, not `func`'s own code."""
-    return [f for f in overload_functions(func) if f is not None and
-            not _is_register_jitable(f, func)]
+    # a template with no overload function (type_callable + lower_builtin) hides its
+    # implementation: the function itself stands for it (not followed, its names count)
+    return [func if f is None else f for f in overload_functions(func)
+            if f is None or not _is_register_jitable(f, func)]
 
 
 def method_overloads(attr: str) -> list[Callable]:
