@@ -364,3 +364,20 @@ def test_a_name_rebound_to_a_view_of_itself_is_followed():
         out[0] = s
 
     assert _modes(k, _dev(8), _dev(8)) == ["r", "w"]
+
+
+def test_a_ufunc_given_an_array_counts_it_read_and_written():
+    """np.negative(a, out) could store to `out` (Numba's CUDA target refuses ufuncs on
+    arrays today; on scalars a ufunc only reads)."""
+    @cuda.jit
+    def k(a, out):
+        np.negative(a, out)
+
+    @cuda.jit
+    def scalar(a, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = np.negative(a[i])
+
+    assert _modes(k, _dev(8), _dev(8)) == ["rw", "rw"]
+    assert _modes(scalar, _dev(8), _dev(8)) == ["r", "w"]

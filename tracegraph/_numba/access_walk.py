@@ -17,6 +17,7 @@ from .callees import (
     is_intrinsic_module,
     is_pure,
     is_stub,
+    is_ufunc,
     method_overloads,
     overloads_of,
     param_default,
@@ -256,7 +257,9 @@ class AccessWalk(WalkState):
             self.alias.setdefault(target, set()).update((p, -1) for p in ps)
         callee = followed_function(fn)
         if callee is None and fn is not None and not self.methods.get(e.func.name) and \
-                is_pure(fn):
+                is_pure(fn) and not (is_ufunc(fn) and any(self.alias.get(a.name) for a in args)):
+            # (a ufunc given an array could store to it: out=; Numba's CUDA target refuses
+            # that today, and it would count as read and written)
             self._pure_call(target, fn, args)
             return
         overloads = overloads_of(callee) if callee is not None else []

@@ -45,6 +45,11 @@ _PURE_BUILTINS = frozenset({abs, min, max, int, float, round, bool, complex, ran
 TUPLE_RESULTS = frozenset({divmod})  # pure builtins that give a tuple
 
 
+def is_ufunc(fn: Any) -> bool:
+    import numpy as np
+    return isinstance(fn, np.ufunc)
+
+
 def is_pure(fn: Any) -> bool:
     """A function of Numba's, Python's or math's that stores to none of its arguments."""
     import numpy as np
