@@ -8,45 +8,12 @@ back to back, median of 30 samples, two interleaved rounds.
 """
 from __future__ import annotations
 
-import ctypes
 import json
-import statistics
 import sys
-import time
 
 import numpy as np
+from launch_probe import BLOCK, GRID, SIZE, axpb, host_us, numba_params, ok
 from numba import cuda, types
-
-SIZE, BLOCK = 1024, 256
-GRID = (SIZE + BLOCK - 1) // BLOCK
-
-
-@cuda.jit
-def axpb(x, a, b):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] = x[i] * a + b
-
-
-def host_us(launch, sync, calls=100, reps=30) -> float:
-    for _ in range(200):
-        launch()
-    sync()
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            launch()
-        out.append((time.perf_counter() - t0) * 1e6 / calls)
-        sync()
-    return statistics.median(out)
-
-
-def _ok(result):
-    err, *rest = result
-    if int(err) != 0:
-        raise RuntimeError(f"driver error {err}")
-    return rest[0] if len(rest) == 1 else rest
 
 
 def main() -> None:
@@ -63,9 +30,7 @@ def main() -> None:
     axpb[GRID, BLOCK](x, np.float32(0.999), np.float32(0.001))
     cuda.synchronize()
     kernel, _ = _numba.compiled_kernel(axpb, (types.float32[::1], types.float32, types.float32))
-    args = [ctypes.c_uint64(0), ctypes.c_uint64(0), ctypes.c_uint64(SIZE), ctypes.c_uint64(4),
-            ctypes.c_uint64(x.device_ctypes_pointer.value), ctypes.c_uint64(SIZE),
-            ctypes.c_uint64(4), ctypes.c_float(0.999), ctypes.c_float(0.001)]
+    args = numba_params(x.device_ctypes_pointer.value)
 
     def definition():
         g = GraphDefinition()
@@ -80,15 +45,15 @@ def main() -> None:
     execs["core_instantiate"] = int(e1.handle)
     g2 = definition()
     keep.append(g2)
-    execs["driver_instantiate_flags0"] = int(_ok(driver.cuGraphInstantiate(g2.handle, 0)))
+    execs["driver_instantiate_flags0"] = int(ok(driver.cuGraphInstantiate(g2.handle, 0)))
     g3 = definition()
     keep.append(g3)
     execs["cupy_runtime_instantiate"] = int(cp.cuda.runtime.graphInstantiate(int(g3.handle)))
     g4 = definition()
     keep.append(g4)
-    clone = _ok(driver.cuGraphClone(g4.handle))
-    execs["driver_instantiate_then_destroy_source"] = int(_ok(driver.cuGraphInstantiate(clone, 0)))
-    _ok((driver.cuGraphDestroy(clone)[0], None))
+    clone = ok(driver.cuGraphClone(g4.handle))
+    execs["driver_instantiate_then_destroy_source"] = int(ok(driver.cuGraphInstantiate(clone, 0)))
+    ok((driver.cuGraphDestroy(clone)[0], None))
     g5 = definition()
     e5 = g5.instantiate()
     keep.append(e5)
@@ -106,7 +71,7 @@ def main() -> None:
     raw = int(getattr(cupy_graph, "graph", 0) or 0)
     if raw:
         execs["cupy_capture_graph_driver_instantiate"] = int(
-            _ok(driver.cuGraphInstantiate(driver.CUgraph(raw), 0)))
+            ok(driver.cuGraphInstantiate(driver.CUgraph(raw), 0)))
     gb = dev.create_graph_builder()
     gb.begin_building("relaxed")
     axpb[GRID, BLOCK, gb](x, np.float32(0.999), np.float32(0.001))

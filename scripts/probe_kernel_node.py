@@ -11,43 +11,11 @@ from __future__ import annotations
 
 import ctypes
 import json
-import statistics
 import sys
-import time
 
 import numpy as np
+from launch_probe import BLOCK, GRID, SIZE, axpb, host_us, numba_params, ok
 from numba import cuda, types
-
-SIZE, BLOCK = 1024, 256
-GRID = (SIZE + BLOCK - 1) // BLOCK
-
-
-@cuda.jit
-def axpb(x, a, b):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] = x[i] * a + b
-
-
-def host_us(launch, sync, calls=100, reps=30) -> float:
-    for _ in range(200):
-        launch()
-    sync()
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            launch()
-        out.append((time.perf_counter() - t0) * 1e6 / calls)
-        sync()
-    return statistics.median(out)
-
-
-def ok(result):
-    err, *rest = result
-    if int(err) != 0:
-        raise RuntimeError(f"driver error {err}")
-    return rest[0] if len(rest) == 1 else (rest or None)
 
 
 def describe(driver, graph) -> list[str]:
@@ -71,18 +39,16 @@ def main() -> None:
     from cuda.bindings import driver
     from cuda.core import Device, LaunchConfig
     from cuda.core.graph import GraphDefinition
+    from tracegraph.backends.cuda._graphlaunch import launch as c_launch
 
     from tracegraph import _numba
-    from tracegraph.backends.cuda._graphlaunch import launch as c_launch
     dev = Device()
     dev.set_current()
     x = cuda.to_device(np.linspace(0, 2, SIZE, dtype=np.float32))
     axpb[GRID, BLOCK](x, np.float32(0.999), np.float32(0.001))
     cuda.synchronize()
     kernel, _ = _numba.compiled_kernel(axpb, (types.float32[::1], types.float32, types.float32))
-    args = [ctypes.c_uint64(0), ctypes.c_uint64(0), ctypes.c_uint64(SIZE), ctypes.c_uint64(4),
-            ctypes.c_uint64(x.device_ctypes_pointer.value), ctypes.c_uint64(SIZE),
-            ctypes.c_uint64(4), ctypes.c_float(0.999), ctypes.c_float(0.001)]
+    args = numba_params(x.device_ctypes_pointer.value)
     report: dict = {}
     keep: list = []
     execs = {}
@@ -123,7 +89,7 @@ def main() -> None:
             ok(driver.cuGraphAddKernelNode(graph, None, 0, p))
             report[f"{name}_nodes"] = describe(driver, graph)
             execs[name] = int(ok(driver.cuGraphInstantiate(graph, 0)))
-        except Exception as exc:  # noqa: BLE001 - a probe reports what failed
+        except Exception as exc:
             report[f"{name}_error"] = repr(exc)
         keep.append(graph)
     # the same bare graph with one user object retained (cuda.core may attach some to keep
@@ -145,7 +111,7 @@ def main() -> None:
             graph, obj, 1, driver.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE)[0], None))
         execs["bindings_with_user_object"] = int(ok(driver.cuGraphInstantiate(graph, 0)))
         keep.append(graph)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         report["user_object_error"] = repr(exc)
     # cuda.core with a Kernel it does not own (from_handle): does it still retain an object?
     from cuda.core import Kernel
@@ -157,7 +123,7 @@ def main() -> None:
             g2.launch(LaunchConfig(grid=GRID, block=BLOCK), k2, *args)
             keep += [k2, g2]
             execs[name] = int(ok(driver.cuGraphInstantiate(g2.handle, 0)))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             report[f"{name}_error"] = repr(exc)
     m = GraphDefinition()
     m.memset(x.device_ctypes_pointer.value, 0, 4)

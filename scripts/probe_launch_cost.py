@@ -11,42 +11,18 @@ from __future__ import annotations
 
 import ctypes
 import json
-import statistics
 import sys
-import time
 
 import numpy as np
+from launch_probe import BLOCK, GRID, SIZE, axpb, host_us, numba_params
 from numba import cuda
 
-SIZE, BLOCK = 1024, 256
-GRID = (SIZE + BLOCK - 1) // BLOCK
 CPP = r"""
 extern "C" __global__ void axpb(float* x, int n, float a, float b) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) x[i] = x[i] * a + b;
 }
 """
-
-
-@cuda.jit
-def axpb(x, a, b):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] = x[i] * a + b
-
-
-def host_us(launch, sync, calls=100, reps=30) -> float:
-    for _ in range(200):
-        launch()
-    sync()
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            launch()
-        out.append((time.perf_counter() - t0) * 1e6 / calls)
-        sync()
-    return statistics.median(out)
 
 
 def contenders():
@@ -62,13 +38,12 @@ def contenders():
     axpb[GRID, BLOCK](x, np.float32(0.999), np.float32(0.001))
     cuda.synchronize()
     ptr = x.device_ctypes_pointer.value
-    from tracegraph import _numba
     from numba import types
+
+    from tracegraph import _numba
     f32 = types.float32
     k_numba, _ = _numba.compiled_kernel(axpb, (f32[::1], f32, f32))
-    numba_args = [ctypes.c_uint64(0), ctypes.c_uint64(0), ctypes.c_uint64(SIZE),
-                  ctypes.c_uint64(4), ctypes.c_uint64(ptr), ctypes.c_uint64(SIZE),
-                  ctypes.c_uint64(4), ctypes.c_float(0.999), ctypes.c_float(0.001)]
+    numba_args = numba_params(ptr)
     mod = Program(CPP, code_type="c++", options=ProgramOptions(
         std="c++17", arch=f"sm_{dev.arch}")).compile("cubin")
     k_cpp = mod.get_kernel("axpb")

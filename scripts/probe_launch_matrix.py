@@ -9,38 +9,12 @@ per launch, 100 launches back to back (median of 30 samples; two rounds, interle
 """
 from __future__ import annotations
 
-import ctypes
 import json
-import statistics
 import sys
-import time
 
 import numpy as np
+from launch_probe import BLOCK, GRID, SIZE, axpb, host_us, numba_params
 from numba import cuda, types
-
-SIZE, BLOCK = 1024, 256
-GRID = (SIZE + BLOCK - 1) // BLOCK
-
-
-@cuda.jit
-def axpb(x, a, b):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] = x[i] * a + b
-
-
-def host_us(launch, sync, calls=100, reps=30) -> float:
-    for _ in range(200):
-        launch()
-    sync()
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            launch()
-        out.append((time.perf_counter() - t0) * 1e6 / calls)
-        sync()
-    return statistics.median(out)
 
 
 def main() -> None:
@@ -56,9 +30,7 @@ def main() -> None:
     axpb[GRID, BLOCK](x, np.float32(0.999), np.float32(0.001))
     cuda.synchronize()
     kernel, _ = _numba.compiled_kernel(axpb, (types.float32[::1], types.float32, types.float32))
-    args = [ctypes.c_uint64(0), ctypes.c_uint64(0), ctypes.c_uint64(SIZE), ctypes.c_uint64(4),
-            ctypes.c_uint64(x.device_ctypes_pointer.value), ctypes.c_uint64(SIZE),
-            ctypes.c_uint64(4), ctypes.c_float(0.999), ctypes.c_float(0.001)]
+    args = numba_params(x.device_ctypes_pointer.value)
     g = GraphDefinition()
     g.launch(LaunchConfig(grid=GRID, block=BLOCK), kernel, *args)
     core_graph = g.instantiate()

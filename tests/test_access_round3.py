@@ -11,25 +11,12 @@ from collections import namedtuple
 import numpy as np
 import pytest
 from numba import cuda
+from small_kernels import copy, fill
 
 import tracegraph as tg
 
 N = 8
 SEEDS = (0, 1, 2, 3, 4, 5, 6, 7)
-
-
-@cuda.jit
-def fill(x, v):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] = v
-
-
-@cuda.jit
-def copy(src, dst):
-    i = cuda.grid(1)
-    if i < dst.size:
-        dst[i] = src[i]
 
 
 def _modes(prog, kernel_name, pred=lambda _: True):

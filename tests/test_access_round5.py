@@ -9,6 +9,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 from numba import cuda
+from small_kernels import copy, fill
 
 import tracegraph as tg
 
@@ -26,20 +27,6 @@ def read_v(x, out):
     i = cuda.grid(1)
     if i < out.size:
         out[i] = x[i].v
-
-
-@cuda.jit
-def fill(x, v):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] = v
-
-
-@cuda.jit
-def copy(src, dst):
-    i = cuda.grid(1)
-    if i < dst.size:
-        dst[i] = src[i]
 
 
 def _writes(prog, op, arg=0):

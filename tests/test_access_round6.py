@@ -10,26 +10,13 @@ import collections
 import networkx as nx
 import numpy as np
 from numba import cuda
+from small_kernels import copy, fill
 
 import tracegraph as tg
 
 N = 8
 SEEDS = range(8)
 SREC = np.dtype([("size", np.float64, (2,)), ("v", np.float64)])
-
-
-@cuda.jit
-def fill(x, v):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] = v
-
-
-@cuda.jit
-def copy(src, dst):
-    i = cuda.grid(1)
-    if i < dst.size:
-        dst[i] = src[i]
 
 
 @cuda.jit

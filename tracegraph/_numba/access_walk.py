@@ -20,9 +20,15 @@ from .callees import (
     is_ufunc,
     method_overloads,
     overloads_of,
-    param_default,
 )
-from .captured import GlobalRef, device_functions_in, holds_arrays, holds_functions, is_device_array
+from .captured import (
+    GlobalRef,
+    device_functions_in,
+    holds_arrays,
+    holds_functions,
+    is_device_array,
+    parameter_default,
+)
 
 
 class AccessWalk(WalkState):
@@ -84,7 +90,7 @@ class AccessWalk(WalkState):
         elif isinstance(value, ir.FreeVar):
             self._global(target, value.value, ("<closure>", value.name))
         elif isinstance(value, ir.Arg) and value.index >= self.passed:
-            found, path = param_default(self.func, value.index)
+            found, path = parameter_default(self.func, value.index)
             self._global(target, found, path)
         elif isinstance(value, ir.Var):
             self.alias.setdefault(target, set()).update(self.alias.get(value.name, ()))

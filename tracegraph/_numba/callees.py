@@ -197,14 +197,3 @@ def bind_call(func: Callable, args: list, kws: list, vararg: Any) -> list | None
     while slots and slots[-1] is None:
         slots.pop()
     return None if any(s is None for s in slots) else slots
-
-
-def param_default(func: Callable, index: int) -> tuple[Any, tuple[str, ...]]:
-    """(the default value of parameter `index`, the path GlobalRef finds it by)."""
-    code = func.__code__
-    names = code.co_varnames[:code.co_argcount]
-    defaults = func.__defaults__ or ()
-    first = len(names) - len(defaults)
-    if index >= len(names) or index < first:
-        return None, ()
-    return defaults[index - first], ("<default>", names[index])

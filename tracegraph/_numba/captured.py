@@ -68,10 +68,19 @@ class GlobalRef:
 
 def _default(func: Any, name: str) -> Any:
     code = func.__code__
+    return parameter_default(func, code.co_varnames[:code.co_argcount].index(name))[0]
+
+
+def parameter_default(func: Any, index: int) -> tuple[Any, tuple[str, ...]]:
+    """(the default value of parameter `index`, the path GlobalRef finds it by); (None, ())
+    where it has none."""
+    code = func.__code__
     names = code.co_varnames[:code.co_argcount]
     defaults = func.__defaults__ or ()
-    index = names.index(name) - (len(names) - len(defaults))
-    return defaults[index] if 0 <= index < len(defaults) else None
+    first = len(names) - len(defaults)
+    if index >= len(names) or index < first:
+        return None, ()
+    return defaults[index - first], ("<default>", names[index])
 
 
 def is_device_array(value: Any) -> bool:

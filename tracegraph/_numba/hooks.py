@@ -2,11 +2,10 @@
 and `kernel.forall(n)(...)` are handed to it instead of launching."""
 from __future__ import annotations
 
-import inspect
 import threading
 from typing import Any
 
-from .kernels import SIMULATOR
+from .kernels import SIMULATOR, positional
 
 _thread = threading.local()
 _hooks_lock = threading.Lock()
@@ -126,10 +125,8 @@ def _install_simulator_hooks() -> None:
 
     def call(self, *args, **kwargs):
         tracer = current_tracer()
-        if kwargs:  # Numba's simulator takes positional arguments only; the GPU takes both
-            bound = inspect.signature(self.fn).bind(*args, **kwargs)
-            bound.apply_defaults()  # a keyword after a skipped default stays in place
-            args = bound.args
+        if kwargs:
+            args = positional(self.fn, args, kwargs)
         # tracers are per thread and the simulator's CUDA threads have none
         if tracer is None:
             return original_call(self, *args)

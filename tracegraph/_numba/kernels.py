@@ -77,6 +77,15 @@ def referenced_values(func: Callable) -> list[Any]:
     return values
 
 
+def positional(fn: Callable, args: tuple, kwargs: dict) -> tuple:
+    """A call's arguments all by position (Numba's simulator takes no keywords; the GPU
+    does); a keyword after a skipped default keeps its place."""
+    import inspect
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return tuple(bound.args)
+
+
 def kernel_extensions(kernel: Any) -> list:
     """Argument-handling extensions attached to a kernel (kernel.extensions)."""
     return list(getattr(kernel, "extensions", None) or ())

@@ -5,14 +5,13 @@ simulator versions too, so the user's modules are never modified."""
 from __future__ import annotations
 
 import functools
-import inspect
 import types as pytypes
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 from .callees import followed_function
-from .kernels import _KernelType, is_device_function, referenced_names
+from .kernels import _KernelType, is_device_function, positional, referenced_names
 
 _sim_kernels: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 # the globals and closure cells of every clone, where captured device arrays are swapped
@@ -40,9 +39,7 @@ def _kernel_class() -> type:
 
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             if kwargs:
-                bound = inspect.signature(self.fn).bind(*args, **kwargs)
-                bound.apply_defaults()  # a keyword after a skipped default stays in place
-                args = tuple(bound.args)
+                args = positional(self.fn, args, kwargs)
             return super().__call__(*args)
     return SimulatorKernel
 

@@ -66,8 +66,9 @@ def _reader_for(t: type) -> Any:
         return _describe_cai
     if hasattr(t, "__dlpack__") and hasattr(t, "__dlpack_device__"):
         return _describe_dlpack
-    if t.__module__ == "builtins" or issubclass(t, np.generic):
-        return None
+    if t.__module__ == "builtins" or issubclass(t, np.generic) or \
+            not (t.__dictoffset__ or hasattr(t, "__slots__")):
+        return None  # its instances have no attributes of their own
     # an object may carry the interface as an instance attribute (Numba accepts it, and
     # compiles one named as a global into a kernel)
     return _describe_cai
