@@ -32,10 +32,8 @@ class BuiltGraph:
     gdef: Any
     nodes: dict[int, Any] = field(default_factory=dict)      # plan node -> graph node
     args: dict[int, list] = field(default_factory=dict)      # kernel node -> parameters
-    launch: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # -> (config, kernel)
     copies: dict[int, list] = field(default_factory=dict)    # memcpy node -> [dst, src, n]
     captures: dict[int, Any] = field(default_factory=dict)   # library node -> its capture
-    events: list = field(default_factory=list)  # placeholders kept alive with the graph
     graph: Any = None
 
 
@@ -56,28 +54,29 @@ class GraphBuilder:
         self._priorities = _uses_priority(plan.nodes)
 
     def build(self, instantiate: bool = True) -> BuiltGraph:
+        """Every node at the root of its graph, then the graph's edges in one call."""
         built = BuiltGraph(self.platform.new_graph())
-        kinds = {n.index: n.kind for n in self.plan.nodes}
+        edges: list[tuple[Any, Any]] = []
         for node in self.plan.nodes:
-            parent, deps = _parent(node, built.nodes, kinds, built.gdef)
             try:
-                g = self._builders[node.kind](built, node, parent, parent is not built.gdef)
+                g = self._builders[node.kind](built, node, built.gdef, edges)
             except TracegraphError:
                 raise
             except Exception as exc:
                 raise CudaError(f"building graph node failed: {exc}", error_name=error_name(exc),
                                 call=f"add {node.kind} node", node=label(node),
                                 where=node.location) from exc
-            for d in deps:
-                g.pred.add(d)
+            if node.kind != OpKind.CONDITIONAL:  # it joins its own helper node to them
+                _after_deps(built, node, g, edges)
             built.nodes[node.index] = g
         try:
-            self._input_copies(built)
+            self._input_copies(built, edges)
             if BRACKET:
-                self._bracket(built)
+                self._bracket(built, edges)
         except Exception as exc:
             raise CudaError(f"adding the in-graph copies failed: {exc}",
                             error_name=error_name(exc), call="add memcpy node") from exc
+        self._add_edges(built.gdef, edges)
         if instantiate:
             self.instantiate(built)
         return built
@@ -126,7 +125,14 @@ class GraphBuilder:
         return p
 
     # -- one builder per node kind --------------------------------------------------
-    def _kernel(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:
+    def _add_edges(self, graph: Any, edges: list[tuple[Any, Any]]) -> None:
+        try:
+            self.platform.add_edges(graph, edges)
+        except Exception as exc:
+            raise CudaError(f"adding the graph's {len(edges)} edges failed: {exc}",
+                            error_name=error_name(exc), call="cuGraphAddDependencies") from exc
+
+    def _kernel(self, built: BuiltGraph, node: PlanNode, root: Any, _: list) -> Any:
         launch = node.op.launch
         key = (id(launch.kernel), node.argtypes)
         compiled = self._kernels.get(key)
@@ -144,11 +150,10 @@ class GraphBuilder:
                                                                    node.argtypes))
         self._check_baked(node, self._baked[key])
         kernel, cooperative = compiled
-        config = self.platform.launch_config(launch.griddim, launch.blockdim, launch.sharedmem)
         args = [self.resolve(p) for p in node.params]
-        built.launch[node.index] = (config, kernel)
         built.args[node.index] = args
-        g = parent.launch(config, kernel, *args)
+        g = self.platform.add_kernel(root, launch.griddim, launch.blockdim, launch.sharedmem,
+                                     kernel, args)
         if cooperative or launch.cooperative:
             self._check_co_resident(node)
             self.platform.set_cooperative(g)  # cuda.core cannot make one (cuda-python#2421)
@@ -179,14 +184,14 @@ class GraphBuilder:
                                         "not rebind a name a kernel uses after its first "
                                         "launch")
 
-    def _library(self, built: BuiltGraph, node: PlanNode, parent: Any, has_deps: bool) -> Any:
+    def _library(self, built: BuiltGraph, node: PlanNode, root: Any, _: list) -> Any:
         """The call captured into a child graph over the buffers' addresses now; a caller's
         device array that moves later is followed by capturing it again (recapture)."""
         child = self.platform.capture_library(node, self._library_args(node))
         if child is None:  # no work (a one-rank collective): a placeholder keeps the edges
-            return parent.join() if has_deps else built.gdef.empty()
+            return root.empty()
         built.captures[node.index] = child  # its objects live as long as the graph uses it
-        return parent.embed(child.graph_definition)
+        return root.embed(child.graph_definition)
 
     def _library_args(self, node: PlanNode) -> list:
         call = node.op.library
@@ -221,35 +226,29 @@ class GraphBuilder:
                                     f"{node.name}.max_cooperative_grid_blocks(blockdim) to "
                                     "size the grid")
 
-    def _memcpy(self, built: BuiltGraph, node: PlanNode, parent: Any, has_deps: bool) -> Any:
+    def _memcpy(self, built: BuiltGraph, node: PlanNode, root: Any, _: list) -> Any:
         dst, src = node.op.copy.dst, node.op.copy.src
         copy = [self.target(dst.buffer) + dst.offset, self.target(src.buffer) + src.offset,
                 node.nbytes]
         built.copies[node.index] = copy
         if node.nbytes:
-            return parent.memcpy(*copy)
+            return root.memcpy(*copy)
         # an empty array: a placeholder keeps the plan's edges (and is never re-pointed)
-        return parent.join() if has_deps else built.gdef.empty()
+        return root.empty()
 
-    def _memset(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:  # noqa: ARG002
+    def _memset(self, built: BuiltGraph, node: PlanNode, root: Any, _: list) -> Any:  # noqa: ARG002
         fill = node.op.fill
-        return parent.memset(self.target(fill.dst.buffer) + fill.dst.offset,
-                             int(fill.value) & 0xFF, node.nbytes)
+        return root.memset(self.target(fill.dst.buffer) + fill.dst.offset,
+                           int(fill.value) & 0xFF, node.nbytes)
 
-    def _host(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:  # noqa: ARG002
-        return parent.callback(self.guard(node.op.host_call.fn, node))
+    def _host(self, built: BuiltGraph, node: PlanNode, root: Any, _: list) -> Any:  # noqa: ARG002
+        return self.platform.add_host(root, self.guard(node.op.host_call.fn, node))
 
-    def _event(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:
-        # made on a placeholder event, then pointed at the caller's (cuda.core cannot
-        # wrap a foreign event)
-        placeholder = self.platform.new_event()
-        built.events.append(placeholder)
-        record = node.kind == OpKind.EVENT_RECORD
-        g = parent.record(placeholder) if record else parent.wait(placeholder)
-        self.platform.set_event(g, record, node.op.event.event)
-        return g
+    def _event(self, built: BuiltGraph, node: PlanNode, root: Any, _: list) -> Any:  # noqa: ARG002
+        return self.platform.add_event(root, node.kind == OpKind.EVENT_RECORD,
+                                       node.op.event.event)
 
-    def _conditional(self, built: BuiltGraph, node: PlanNode, parent: Any, _: bool) -> Any:
+    def _conditional(self, built: BuiltGraph, node: PlanNode, root: Any, edges: list) -> Any:
         """A helper node sets the condition from the flag (in front, and for a loop again
         at the end of its body), then the conditional node holds the bodies."""
         c = node.op.conditional
@@ -264,59 +263,58 @@ class GraphBuilder:
                                 ) from exc
         flag = self.target(c.flag.buffer) + c.flag.offset
         kind = "i64" if c.flag.dtype.itemsize == 8 else "i32"
-        one = self.platform.launch_config((1, 1, 1), (1, 1, 1), 0)
+        one = ((1, 1, 1), (1, 1, 1), 0)
         if c.kind == "while":
             assert c.counter is not None  # a loop counts its iterations
             counter = self.target(c.counter.buffer) + c.counter.offset
-            args = (cond, flag, counter, ctypes.c_int32(c.max_iterations))
-            start = parent.launch(one, self.platform.condition_helper(f"tg_while_start_{kind}"),
-                                  *args)
-            self._after_all_deps(built, node, start)
-            loop = start.while_loop(cond)
-            sinks = self._body(built, node.bodies[0], loop.body)
+            args = [cond, flag, counter, ctypes.c_int32(c.max_iterations)]
+            start = self.platform.add_kernel(
+                root, *one, self.platform.condition_helper(f"tg_while_start_{kind}"), args)
+            _after_deps(built, node, start, edges)
+            loop = root.while_loop(cond)
+            edges.append((start, loop))
+            body, body_edges = self._body(built, node.bodies[0], loop.body)
             helper = self.platform.condition_helper(f"tg_while_next_{kind}")
-            last = (sinks[0] if sinks else loop.body).launch(one, helper, *args)
-            for s in sinks[1:]:
-                last.pred.add(s)
+            last = self.platform.add_kernel(loop.body, *one, helper, args)
+            body_edges += [(s, last) for s in body]
+            self._add_edges(loop.body, body_edges)
             return loop
         name = "tg_if" if c.kind == "if" else "tg_switch"
-        pre = parent.launch(one, self.platform.condition_helper(f"{name}_{kind}"), cond, flag)
-        self._after_all_deps(built, node, pre)
+        pre = self.platform.add_kernel(root, *one,
+                                       self.platform.condition_helper(f"{name}_{kind}"),
+                                       [cond, flag])
+        _after_deps(built, node, pre, edges)
         if c.kind == "switch":
-            g = pre.switch(cond, len(node.bodies))
+            g = root.switch(cond, len(node.bodies))
             targets = list(g.branches)
         elif len(node.bodies) == 2:
-            g = pre.if_else(cond)
+            g = root.if_else(cond)
             targets = [g.then, g.else_]
         else:
-            g = pre.if_then(cond)
+            g = root.if_then(cond)
             targets = [g.then]
-        for body, target in zip(node.bodies, targets):
-            self._body(built, body, target)
+        edges.append((pre, g))
+        for nodes, target in zip(node.bodies, targets):
+            self._add_edges(target, self._body(built, nodes, target)[1])
         return g
 
-    def _after_all_deps(self, built: BuiltGraph, node: PlanNode, g: Any) -> None:
-        for d in node.deps[1:]:
-            g.pred.add(built.nodes[d])
-
-    def _body(self, built: BuiltGraph, nodes: tuple, root: Any) -> list:
-        """A body's nodes under `root` (a body graph); returns its sinks. Nothing in a body
-        is re-pointed, so what its builders record goes to a scratch record."""
+    def _body(self, built: BuiltGraph, nodes: tuple, root: Any) -> tuple[list, list]:
+        """A body's nodes in `root` (a body graph): its sinks and its edges (not added
+        yet). Nothing in a body is re-pointed, so what its builders record goes to a
+        scratch record."""
         scratch = BuiltGraph(built.gdef)
-        scratch.events = built.events
+        edges: list[tuple[Any, Any]] = []
         used: set[int] = set()
-        kinds = {n.index: n.kind for n in nodes}
         for n in nodes:
-            parent, deps = _parent(n, scratch.nodes, kinds, root)
-            g = self._builders[n.kind](scratch, n, parent, parent is not root)
-            for d in deps:
-                g.pred.add(d)
+            g = self._builders[n.kind](scratch, n, root, edges)
+            if n.kind != OpKind.CONDITIONAL:
+                _after_deps(scratch, n, g, edges)
             scratch.nodes[n.index] = g
             used.update(n.deps)
-        return [scratch.nodes[n.index] for n in nodes if n.index not in used]
+        return [scratch.nodes[n.index] for n in nodes if n.index not in used], edges
 
     # -- around the plan's nodes ------------------------------------------------------
-    def _input_copies(self, built: BuiltGraph) -> None:
+    def _input_copies(self, built: BuiltGraph, edges: list) -> None:
         """For each copied input: a root copy-in every user depends on, and a copy-out
         after every user if the graph writes the input."""
         for w in self.watch.values():
@@ -325,14 +323,12 @@ class GraphBuilder:
                 continue
             caller, static = self.memory.base[w.buffer], self.static_address(w)
             w.copy_in = built.gdef.memcpy(static, caller, w.nbytes)
-            for u in w.users:
-                built.nodes[u].pred.add(w.copy_in)
+            edges += [(w.copy_in, built.nodes[u]) for u in w.users]
             if w.written:
-                w.copy_out = built.nodes[w.users[0]].memcpy(caller, static, w.nbytes)
-                for u in w.users[1:]:
-                    w.copy_out.pred.add(built.nodes[u])
+                w.copy_out = built.gdef.memcpy(caller, static, w.nbytes)
+                edges += [(built.nodes[u], w.copy_out) for u in w.users]
 
-    def _bracket(self, built: BuiltGraph) -> None:
+    def _bracket(self, built: BuiltGraph, edges: list) -> None:
         """A 4-byte memcpy before the roots and after the sinks, when there are branches."""
         nodes = self.plan.nodes
         if not nodes:
@@ -353,11 +349,9 @@ class GraphBuilder:
             return  # a chain
         scratch = self.memory.scratch_address()
         entry = built.gdef.memcpy(scratch, scratch + 32, 4)
-        for node in first:
-            node.pred.add(entry)
-        exit_ = last[0].memcpy(scratch + 16, scratch + 48, 4)
-        for node in last[1:]:
-            exit_.pred.add(node)
+        edges += [(entry, node) for node in first]
+        exit_ = built.gdef.memcpy(scratch + 16, scratch + 48, 4)
+        edges += [(node, exit_) for node in last]
 
 
 def _uses_priority(nodes: Any) -> bool:
@@ -375,15 +369,9 @@ def label(node: PlanNode) -> str:
     return f"{node.index} {node.op.describe()}"
 
 
-def _parent(node: PlanNode, built: dict, kinds: dict, root: Any) -> tuple[Any, list]:
-    """The node to add `node` after, and its other dependencies (edges added after): never a
-    host node, whose `callback` (the function it holds) shadows the method that adds a host
-    node after it (cuda.core's HostCallbackNode); `root` where every dependency is one."""
-    deps = list(node.deps)
-    for k, d in enumerate(deps):
-        if kinds[d] != OpKind.HOST:
-            return built[d], [built[e] for e in deps[:k] + deps[k + 1:]]
-    return root, [built[d] for d in deps]
+def _after_deps(built: BuiltGraph, node: PlanNode, g: Any, edges: list) -> None:
+    """Edges from the graph nodes of `node`'s dependencies to `g`."""
+    edges += [(built.nodes[d], g) for d in node.deps]
 
 
 def _extents(arrays: list[Any]) -> list[tuple[int, int]]:

@@ -80,9 +80,6 @@ class FakePlatform:
             return FakeForeign(kernel, argtypes), False
         return FakeKernel(kernel, argtypes), _numba.uses_grid_sync(kernel)
 
-    def launch_config(self, grid: tuple, block: tuple, sharedmem: int) -> Any:
-        return (grid, block, sharedmem)
-
     def alloc_device(self, nbytes: int) -> np.ndarray:
         self.counts["alloc_device"] += 1
         return np.full(max(nbytes, 1), 0xFF, np.uint8)  # poisoned, as sim's memory
@@ -120,11 +117,20 @@ class FakePlatform:
     def kernel_patch(self, graph: FakeGraph, node: FakeNode, args: list) -> FakeKernelPatch:
         return FakeKernelPatch(graph, node, args)
 
-    def new_event(self) -> Any:
-        return object()
+    def add_kernel(self, graph: FakeGraphDefinition, grid: tuple, block: tuple,
+                   sharedmem: int, kernel: Any, args: list) -> FakeNode:
+        # the driver copies the parameter values now, as rawnodes.add_kernel
+        return graph.node("kernel", {"config": (grid, block, sharedmem), "kernel": kernel,
+                                     "args": list(args), "cooperative": False})
 
-    def set_event(self, node: FakeNode, record: bool, event: Any) -> None:  # noqa: ARG002
-        node.params["event"] = event
+    def add_host(self, graph: FakeGraphDefinition, fn: Any) -> FakeNode:
+        return graph.node("host", {"fn": fn})
+
+    def add_event(self, graph: FakeGraphDefinition, record: bool, event: Any) -> FakeNode:
+        return graph.node("event_record" if record else "event_wait", {"event": event})
+
+    def add_edges(self, graph: FakeGraphDefinition, edges: list) -> None:
+        graph.add_edges(edges)
 
     def set_cooperative(self, node: FakeNode) -> None:
         node.params["cooperative"] = True
@@ -153,7 +159,7 @@ class FakePlatform:
             arrays = [_host_at(a[0], a[1].shape, a[1].strides, a[1].dtype, not a[2])
                       if isinstance(a, tuple) else a for a in args]
             call_sim(fn, node.name, node.location, arrays)
-        gdef._child("library", {"run": run})
+        gdef.node("library", {"run": run})
         return _FakeCaptured(gdef)
 
     def set_child_graph(self, graph: Any, node: Any, gdef: Any) -> None:

@@ -11,12 +11,12 @@ if TYPE_CHECKING:
 
 
 class FakeNode:
-    """A node of a fake graph definition, with cuda.core's node-building methods."""
+    """A node of a fake graph definition. Nodes are made at a graph's root (cuda.core's
+    methods on FakeGraphDefinition, or the platform's add_*) and joined by add_edges."""
 
-    def __init__(self, graph: FakeGraphDefinition, kind: str, params: dict,
-                 preds: tuple = ()):
+    def __init__(self, graph: FakeGraphDefinition, kind: str, params: dict):
         self.graph, self.kind, self.params = graph, kind, params
-        self.pred: set[FakeNode] = set(preds)
+        self.pred: set[FakeNode] = set()
         # a conditional node's body graphs, under cuda.core's names
         self.body: Any = None
         self.then: Any = None
@@ -25,83 +25,68 @@ class FakeNode:
         self.handle = len(graph.all)
         graph.all.append(self)
 
-    def _child(self, kind: str, params: dict) -> FakeNode:
-        return FakeNode(self.graph, kind, params, (self,) if isinstance(self, FakeNode) else ())
 
-    def launch(self, config: Any, kernel: Any, *args: Any) -> FakeNode:
-        return self._child("kernel", {"config": config, "kernel": kernel, "args": list(args),
-                                      "cooperative": False})
-
-    def memcpy(self, dst: int, src: int, size: int) -> FakeNode:
-        return self._child("memcpy", {"dst": dst, "src": src, "size": size})
-
-    def memset(self, dst: int, value: int, width: int) -> FakeNode:
-        return self._child("memset", {"dst": dst, "value": value, "width": width})
-
-    def callback(self, fn: Any) -> FakeNode:
-        if getattr(self, "kind", None) == "host":  # as cuda.core's HostCallbackNode
-            raise TypeError("a host node's `callback` is the function it holds: no host node "
-                            "can be added after it through it")
-        return self._child("host", {"fn": fn})
-
-    def record(self, event: Any) -> FakeNode:
-        return self._child("event_record", {"event": event})
-
-    def wait(self, event: Any) -> FakeNode:
-        return self._child("event_wait", {"event": event})
-
-    def join(self, *others: FakeNode) -> FakeNode:
-        node = self._child("empty", {})
-        node.pred.update(others)
-        return node
-
-    def embed(self, child: Any) -> FakeNode:
-        return self._child("graph", {"child": child})
-
-    # conditional nodes, as cuda.core's: the bodies are graphs of their own
-    def while_loop(self, cond: FakeCondition) -> FakeNode:
-        node = self._child("while", {"cond": cond, "bodies": [self._body()]})
-        node.body = node.params["bodies"][0]
-        return node
-
-    def if_then(self, cond: FakeCondition) -> FakeNode:
-        node = self._child("if", {"cond": cond, "bodies": [self._body()]})
-        node.then = node.params["bodies"][0]
-        return node
-
-    def if_else(self, cond: FakeCondition) -> FakeNode:
-        node = self._child("if", {"cond": cond, "bodies": [self._body(), self._body()]})
-        node.then, node.else_ = node.params["bodies"]
-        return node
-
-    def switch(self, cond: FakeCondition, n: int) -> FakeNode:
-        node = self._child("switch", {"cond": cond, "bodies": [self._body() for _ in range(n)]})
-        node.branches = tuple(node.params["bodies"])
-        return node
-
-    def _body(self) -> FakeGraphDefinition:
-        return FakeGraphDefinition(self.graph.platform)
-
-
-class FakeGraphDefinition(FakeNode):
-    """The root: nodes made from it have no predecessors."""
+class FakeGraphDefinition:
+    """A graph (the top one or a conditional node's body) with the root-level node
+    builders of cuda.core's GraphDefinition that the backend uses. Kernel, host and event
+    nodes come from the platform's add_* (fake.py), as on the GPU."""
 
     def __init__(self, platform: FakePlatform):
         self.platform = platform
         self.all: list[FakeNode] = []
-        self.pred = set()
 
-    def _child(self, kind: str, params: dict) -> FakeNode:
+    def node(self, kind: str, params: dict) -> FakeNode:
         return FakeNode(self, kind, params)
+
+    def memcpy(self, dst: int, src: int, size: int) -> FakeNode:
+        return self.node("memcpy", {"dst": dst, "src": src, "size": size})
+
+    def memset(self, dst: int, value: int, width: int) -> FakeNode:
+        return self.node("memset", {"dst": dst, "value": value, "width": width})
+
+    def empty(self) -> FakeNode:
+        return self.node("empty", {})
+
+    def embed(self, child: Any) -> FakeNode:
+        return self.node("graph", {"child": child})
+
+    # conditional nodes, as cuda.core's: the bodies are graphs of their own
+    def create_condition(self, default_value: int | None = None) -> FakeCondition:
+        return FakeCondition(default_value)
+
+    def while_loop(self, cond: FakeCondition) -> FakeNode:
+        node = self.node("while", {"cond": cond, "bodies": [self._body()]})
+        node.body = node.params["bodies"][0]
+        return node
+
+    def if_then(self, cond: FakeCondition) -> FakeNode:
+        node = self.node("if", {"cond": cond, "bodies": [self._body()]})
+        node.then = node.params["bodies"][0]
+        return node
+
+    def if_else(self, cond: FakeCondition) -> FakeNode:
+        node = self.node("if", {"cond": cond, "bodies": [self._body(), self._body()]})
+        node.then, node.else_ = node.params["bodies"]
+        return node
+
+    def switch(self, cond: FakeCondition, n: int) -> FakeNode:
+        node = self.node("switch", {"cond": cond, "bodies": [self._body() for _ in range(n)]})
+        node.branches = tuple(node.params["bodies"])
+        return node
 
     def _body(self) -> FakeGraphDefinition:
         return FakeGraphDefinition(self.platform)
 
-    def create_condition(self, default_value: int | None = None) -> FakeCondition:
-        return FakeCondition(default_value)
-
-    def empty(self) -> FakeNode:
-        return self._child("empty", {})
+    def add_edges(self, edges: list[tuple[FakeNode, FakeNode]]) -> None:
+        """cuGraphAddDependencies: both ends in this graph, no edge twice, no loop."""
+        for a, b in edges:
+            if a.graph is not self or b.graph is not self:
+                raise RuntimeError("cuGraphAddDependencies: CUDA_ERROR_INVALID_VALUE (a node "
+                                   "of another graph)")
+            if a is b or a in b.pred:
+                raise RuntimeError("cuGraphAddDependencies: CUDA_ERROR_INVALID_VALUE (a "
+                                   "self edge or an edge given twice)")
+            b.pred.add(a)
 
     def nodes(self) -> list[FakeNode]:
         return list(self.all)

@@ -101,7 +101,7 @@ class KernelPatch:
         err, params = drv.cuGraphKernelNodeGetParams(node_handle)
         if err != drv.CUresult.CUDA_SUCCESS:
             raise RuntimeError(err.name)
-        self.values = [_ctype_value(a) for a in args]
+        self.values = [ctype_value(a) for a in args]
         self.pointers = (ctypes.c_void_p * len(args))(*[ctypes.addressof(v) for v in self.values])
         params.kernelParams = ctypes.addressof(self.pointers)
         params.extra = 0
@@ -128,30 +128,26 @@ class KernelPatch:
             raise RuntimeError(err.name)
 
 
-def _ctype_value(arg: Any) -> Any:
+def ctype_value(arg: Any) -> Any:
+    """A kernel parameter in ctypes storage: ints as 8 bytes (pointers and Numba's intp
+    fields), ctypes scalars as they are, a conditional node's condition as its handle."""
     if isinstance(arg, bool):
         return ctypes.c_bool(arg)
     if isinstance(arg, int):
         return ctypes.c_int64(arg) if arg < 2**63 else ctypes.c_uint64(arg)
-    return type(arg)(arg.value)  # already a ctypes scalar
+    if isinstance(arg, ctypes._SimpleCData):
+        return type(arg)(arg.value)
+    handle = getattr(arg, "handle", None)  # cuda.core's GraphCondition
+    if handle is not None:
+        return ctypes.c_uint64(int(handle))
+    raise TypeError(f"no kernel-parameter storage for a {type(arg).__name__}")
 
 
-def _check(err: Any, call: str) -> None:
+def check(err: Any, call: str) -> None:
+    """Raise on a cuda.bindings error code."""
     from cuda.bindings import driver
     if err != driver.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"{call} returned {err.name}")
-
-
-def set_event(gnode: Any, record: bool, event: Any) -> None:
-    """Point an event node at the caller's event (cuda.core cannot wrap a foreign handle)."""
-    from cuda.bindings import driver
-    handle = driver.CUevent(event_handle(event))
-    if record:
-        (err,) = driver.cuGraphEventRecordNodeSetEvent(gnode.handle, handle)
-        _check(err, "cuGraphEventRecordNodeSetEvent")
-    else:
-        (err,) = driver.cuGraphEventWaitNodeSetEvent(gnode.handle, handle)
-        _check(err, "cuGraphEventWaitNodeSetEvent")
 
 
 def set_cooperative(gnode: Any) -> None:
@@ -162,7 +158,7 @@ def set_cooperative(gnode: Any) -> None:
     value.cooperative = 1
     (err,) = driver.cuGraphKernelNodeSetAttribute(
         gnode.handle, driver.CUkernelNodeAttrID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE, value)
-    _check(err, "cuGraphKernelNodeSetAttribute")
+    check(err, "cuGraphKernelNodeSetAttribute")
 
 
 def set_priority(gnode: Any, priority: int) -> None:
@@ -170,12 +166,12 @@ def set_priority(gnode: Any, priority: int) -> None:
     use_node_priority), clamped to the context's stream-priority range as the driver does."""
     from cuda.bindings import driver
     err, least, greatest = driver.cuCtxGetStreamPriorityRange()
-    _check(err, "cuCtxGetStreamPriorityRange")
+    check(err, "cuCtxGetStreamPriorityRange")
     value = driver.CUkernelNodeAttrValue()
     value.priority = max(int(greatest), min(int(least), int(priority)))
     (err,) = driver.cuGraphKernelNodeSetAttribute(
         gnode.handle, driver.CUkernelNodeAttrID.CU_LAUNCH_ATTRIBUTE_PRIORITY, value)
-    _check(err, "cuGraphKernelNodeSetAttribute(PRIORITY)")
+    check(err, "cuGraphKernelNodeSetAttribute(PRIORITY)")
 
 
 def set_access_policy(gnode: Any, address: int, nbytes: int, hit_ratio: float) -> int:
@@ -183,10 +179,10 @@ def set_access_policy(gnode: Any, address: int, nbytes: int, hit_ratio: float) -
     to the device's largest window); returns the bytes it covers."""
     from cuda.bindings import driver
     err, dev = driver.cuCtxGetDevice()
-    _check(err, "cuCtxGetDevice")
+    check(err, "cuCtxGetDevice")
     err, most = driver.cuDeviceGetAttribute(
         driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, dev)
-    _check(err, "cuDeviceGetAttribute(MAX_ACCESS_POLICY_WINDOW_SIZE)")
+    check(err, "cuDeviceGetAttribute(MAX_ACCESS_POLICY_WINDOW_SIZE)")
     window = driver.CUaccessPolicyWindow()
     window.base_ptr = address
     window.num_bytes = min(int(nbytes), int(most))
@@ -197,14 +193,14 @@ def set_access_policy(gnode: Any, address: int, nbytes: int, hit_ratio: float) -
     value.accessPolicyWindow = window
     (err,) = driver.cuGraphKernelNodeSetAttribute(
         gnode.handle, driver.CUkernelNodeAttrID.CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, value)
-    _check(err, "cuGraphKernelNodeSetAttribute(ACCESS_POLICY_WINDOW)")
+    check(err, "cuGraphKernelNodeSetAttribute(ACCESS_POLICY_WINDOW)")
     return int(window.num_bytes)
 
 
 def captured_node_count(gdef: Any) -> int:
     from cuda.bindings import driver
     err, _, count = driver.cuGraphGetNodes(gdef.handle, 0)
-    _check(err, "cuGraphGetNodes")
+    check(err, "cuGraphGetNodes")
     return int(count)
 
 
@@ -219,4 +215,4 @@ def set_child_graph(graph: Any, node: Any, gdef: Any) -> None:
     call captured again over moved arrays)."""
     from cuda.bindings import driver
     (err,) = driver.cuGraphExecChildGraphNodeSetParams(graph.handle, node.handle, gdef.handle)
-    _check(err, "cuGraphExecChildGraphNodeSetParams")
+    check(err, "cuGraphExecChildGraphNodeSetParams")

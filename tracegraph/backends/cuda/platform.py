@@ -23,19 +23,20 @@ import numpy as np
 
 from ... import _numba
 from ...ir import ForeignKernel
-from . import handles
+from . import handles, rawnodes
 
 
 class Platform(Protocol):
-    """Everything the cuda backend does to a device. `graph` objects follow cuda.core's
-    GraphDefinition / Graph API (nodes: launch, memcpy, memset, callback, record, wait,
-    join, embed, pred; graph: launch, update, upload, close, graph[node].update)."""
+    """Everything the cuda backend does to a device. Graph definitions follow cuda.core's
+    GraphDefinition (the builder makes nodes at a graph's root only: memcpy, memset,
+    empty, embed, the conditional nodes; kernel, host and event nodes through add_*, and
+    every edge through add_edges), executables cuda.core's Graph (launch, update, upload,
+    close, graph[node].update)."""
 
     def set_current(self) -> None: ...
     def new_graph(self) -> Any: ...
     def compile(self, kernel: Any, argtypes: tuple) -> tuple[Any, bool]: ...
     def baked_arrays(self, kernel: Any, argtypes: tuple) -> list[Any]: ...
-    def launch_config(self, grid: tuple, block: tuple, sharedmem: int) -> Any: ...
     def alloc_device(self, nbytes: int) -> Any: ...
     def alloc_pinned(self, nbytes: int) -> np.ndarray: ...
     def address(self, owner: Any) -> int: ...
@@ -47,8 +48,11 @@ class Platform(Protocol):
     def synchronize(self) -> None: ...
     def is_pinned(self, address: int, nbytes: int) -> bool: ...
     def kernel_patch(self, graph: Any, node: Any, args: list) -> Any: ...
-    def new_event(self) -> Any: ...
-    def set_event(self, node: Any, record: bool, event: Any) -> None: ...
+    def add_kernel(self, graph: Any, grid: tuple, block: tuple, sharedmem: int, kernel: Any,
+                   args: list) -> Any: ...
+    def add_host(self, graph: Any, fn: Callable[[], None]) -> Any: ...
+    def add_event(self, graph: Any, record: bool, event: Any) -> Any: ...
+    def add_edges(self, graph: Any, edges: list[tuple[Any, Any]]) -> None: ...
     def set_cooperative(self, node: Any) -> None: ...
     def cooperative_grid_limit(self, kernel: Any, argtypes: tuple, block: tuple,
                                sharedmem: int) -> int: ...
@@ -103,7 +107,6 @@ class CudaPlatform:
         self.device = core.Device(device_id)
         self.device.set_current()
         self.device_id = int(self.device.device_id)
-        self._launch_configs: dict[tuple, Any] = {}
         self._helpers: Any = None
 
     def set_current(self) -> None:
@@ -122,14 +125,6 @@ class CudaPlatform:
         if isinstance(kernel, ForeignKernel):
             return []
         return _numba.baked_device_arrays(kernel, argtypes)
-
-    def launch_config(self, grid: tuple, block: tuple, sharedmem: int) -> Any:
-        key = (grid, block, sharedmem)
-        config = self._launch_configs.get(key)
-        if config is None:
-            config = self._launch_configs[key] = self.core.LaunchConfig(
-                grid=grid, block=block, shmem_size=sharedmem)
-        return config
 
     def alloc_device(self, nbytes: int) -> Any:
         from numba import cuda
@@ -172,11 +167,18 @@ class CudaPlatform:
     def kernel_patch(self, graph: Any, node: Any, args: list) -> Any:
         return handles.KernelPatch(graph.handle, node.handle, args)
 
-    def new_event(self) -> Any:
-        return self.device.create_event()
+    def add_kernel(self, graph: Any, grid: tuple, block: tuple, sharedmem: int, kernel: Any,
+                   args: list) -> Any:
+        return rawnodes.add_kernel(graph, grid, block, sharedmem, kernel, args)
 
-    def set_event(self, node: Any, record: bool, event: Any) -> None:
-        handles.set_event(node, record, event)
+    def add_host(self, graph: Any, fn: Callable[[], None]) -> Any:
+        return rawnodes.add_host(graph, fn)
+
+    def add_event(self, graph: Any, record: bool, event: Any) -> Any:
+        return rawnodes.add_event(graph, record, event)
+
+    def add_edges(self, graph: Any, edges: list[tuple[Any, Any]]) -> None:
+        rawnodes.add_edges(graph, edges)
 
     def set_cooperative(self, node: Any) -> None:
         handles.set_cooperative(node)
@@ -289,12 +291,13 @@ def _span(v: Any) -> int:
 
 
 def _core_kernel(kernel: ForeignKernel) -> Any:
-    """A cuda.core Kernel for a foreign kernel: itself, or CuPy's CUfunction wrapped."""
+    """What a kernel node launches for a foreign kernel: a cuda.core Kernel as given, or
+    CuPy's CUfunction."""
     from cuda.core import Kernel
     handle = kernel.handle
     if isinstance(handle, Kernel):
         return handle
-    return Kernel.from_handle(int(handle.kernel.ptr))
+    return rawnodes.CuFunction(int(handle.kernel.ptr))
 
 
 def _c_launch() -> Callable[[int, int], None] | None:
