@@ -113,6 +113,13 @@ def contenders():
     out["tracegraph_core_stream"] = (lambda: fs.replay(x, stream=core_stream), core_sync)
     g_tg = f.compiled[0].executable.built.graph
     out["tracegraph_graph_core_launch"] = (lambda: g_tg.launch(core_stream), core_sync)
+    # the executables alone through tracegraph's C helper: the graph, not the Python path
+    from tracegraph.backends.cuda._graphlaunch import launch as c_launch
+    tg_exec, cp_exec = int(g_tg.handle), int(g_cp_numba.graphExec)
+    out["tracegraph_graph_c_legacy"] = (lambda: c_launch(tg_exec, 0), cuda.synchronize)
+    out["cupy_graph_c_legacy"] = (lambda: c_launch(cp_exec, 0), cuda.synchronize)
+    hot = f.compiled[0].executable
+    out["tracegraph_replay_same"] = (lambda: hot.replay_same((x,)), cuda.synchronize)
     return out, (g_numba, g_cpp, g_capture, g_cp, g_cp_numba, g_cp_cpp, f, fs, s, mod)
 
 

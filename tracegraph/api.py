@@ -24,11 +24,14 @@ from .signature import (
     CallAnalyzer,
     alias_groups,
     describe_mismatch,
+    device_diffs,
+    distance,
     has_fixed_metadata,
     hashable,
     static_key,
 )
 from .trace import aliased_inputs, trace_function, user_location
+from .trace.guards import stale_error, stale_guard
 
 log = logging.getLogger("tracegraph.api")
 
@@ -192,12 +195,27 @@ class CompiledFunction:
     def _entry(self, call: Call, compile_missing: bool) -> Compiled:
         entry = self._cache.get(call.key)
         if entry is not None and entry.captured:
+            entry = self._still_found(entry, call, compile_missing)
+        if entry is not None and entry.captured:
             entry = self._for_captured(entry, call, compile_missing=compile_missing)
         if entry is None:
             if not compile_missing:
                 raise self._signature_error(call)
             entry = self._compile(call)
         return entry
+
+    def _still_found(self, entry: Compiled | None, call: Call, compile_missing: bool) -> Any:
+        """The entry, if every captured array's name (model.w, a global) still finds the
+        array it was traced with; else it is dropped (None: trace again)."""
+        stale = stale_guard(entry.program, self._fn, call.leaves) if entry else None
+        if stale is None:
+            return entry
+        if not compile_missing:
+            raise stale_error(stale, self.__qualname__)
+        log.info("%s: %s moved; tracing again", self.__qualname__, stale.ref.describe())
+        with self._lock:
+            self._cache.drop(entry.key)  # type: ignore[union-attr]
+        return None
 
     def _for_captured(self, entry: Compiled, call: Call, *, compile_missing: bool) -> Any:
         """The graph compiled for how this call's device inputs overlap the captured
@@ -206,7 +224,7 @@ class CompiledFunction:
         if pairs == entry.program.aliased_inputs:
             return entry
         key = (*call.key, ("captured overlap", tuple(sorted(pairs))))
-        variant = self._cache.get(key)
+        variant = self._still_found(self._cache.get(key), call, compile_missing)
         if variant is None and compile_missing:
             log.info("%s: a device input now overlaps a captured array; compiling for that",
                      self.__qualname__)
@@ -282,8 +300,8 @@ class CompiledFunction:
             return SignatureError(f"{name}.replay() was called before anything was compiled",
                                   where=where, fix=f"call {name}(...) once to trace and compile")
         _device_of(call, name)  # arrays on two GPUs: that error
-        best = min(self._cache.entries.values(), key=lambda e: _distance(e.key, call.key))
-        diffs = _device_diffs(best.key, call) or \
+        best = min(self._cache.entries.values(), key=lambda e: distance(e.key, call.key))
+        diffs = device_diffs(best.key, call) or \
             describe_mismatch(best.program, call, self._calls.positional_names)
         if best.key == call.key and best.captured:  # same arguments, other captured overlap
             diffs = [_captured_overlap(best.program, call)]
@@ -316,20 +334,6 @@ class BoundCompiledFunction:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._fn, name)
-
-
-def _device_diffs(key: tuple, call: Call) -> list[str]:
-    """Arguments on another GPU than in the compiled call (an array's key ends with its
-    device, signature/call.py array_key)."""
-    said: list[str] = []
-    if len(key) != len(call.key):
-        return said
-    for old, info, path in zip(key[1:], call.infos, call.paths):
-        if info is not None and isinstance(old, tuple) and len(old) == 7 and \
-                old[0] == info.placement and old[6] != info.device:
-            said.append(f"argument {path}: on GPU {info.device} here, on GPU {old[6]} in the "
-                        "compiled call (a graph runs on the GPU of its arrays)")
-    return said
 
 
 def _captured_overlap(program: Program, call: Call) -> str:
@@ -369,10 +373,6 @@ def _same_objects(args: tuple, leaves: list) -> bool:
 
 def _dynamic_spec(dynamic_: Any, buckets: Any, max_size: Any, pad: Any, grow: bool) -> Any:
     return dynamic.DynamicSpec.make(dynamic_, buckets, max_size, pad, grow)
-
-
-def _distance(a: tuple, b: tuple) -> int:
-    return sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b)) * 10
 
 
 def _progress(items: list, what: str) -> Any:

@@ -78,7 +78,17 @@ class Array:
         return f"tg.Array(shape={self.shape}, dtype={self.dtype})"
 
     def __getitem__(self, key: Any) -> Array:
-        return Array(self._tracer, _index_view(self._view, key))
+        view = _index_view(self._view, key)
+        # eagerly an element read on the host (a NumPy scalar, now); a record stays on
+        # the device (Numba's DeviceRecord)
+        if not view.shape and view.dtype.names is None:
+            raise _refuse("an element of a traced array (x[i]) reads device data while "
+                          "tracing: eagerly it is a NumPy scalar read on the host, so int(), "
+                          "float(), comparisons and Python control flow on it would run once",
+                          "branch inside a kernel (pass it the array and the index), keep a "
+                          "1-element view (x[i:i+1]), or return the array from the traced "
+                          "function and read it after the call")
+        return Array(self._tracer, view)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise _refuse("assigning into a traced array on the host is not recorded",
@@ -358,7 +368,15 @@ class DynamicScalar:
                              "or declare it static (not in dynamic=)")
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
-    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __pow__ = _refuse
-    __neg__ = __abs__ = __float__ = __int__ = __index__ = __bool__ = _refuse
-    __lt__ = __le__ = __gt__ = __ge__ = _refuse
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = _refuse
+    __mod__ = __rmod__ = __pow__ = __rpow__ = __divmod__ = __rdivmod__ = _refuse
+    __matmul__ = __rmatmul__ = _refuse
+    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = _refuse
+    __lshift__ = __rlshift__ = __rshift__ = __rrshift__ = _refuse
+    __neg__ = __pos__ = __abs__ = __invert__ = _refuse
+    __float__ = __int__ = __index__ = __bool__ = __complex__ = _refuse
+    __round__ = __trunc__ = __floor__ = __ceil__ = _refuse
+    # == would otherwise compare identities: `if step == 0:` silently never true
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _refuse
+    __hash__ = object.__hash__
     __array__ = _refuse

@@ -12,7 +12,7 @@ from .arguments import (
     has_fixed_metadata,
 )
 from .call import Call, CallAnalyzer, array_key, hashable, static_key, weak
-from .mismatch import describe_mismatch
+from .mismatch import describe_mismatch, device_diffs, distance
 
 __all__ = [
     "DEVICE",
@@ -24,7 +24,9 @@ __all__ = [
     "array_key",
     "describe",
     "describe_mismatch",
+    "device_diffs",
     "disjoint",
+    "distance",
     "has_fixed_metadata",
     "hashable",
     "static_key",

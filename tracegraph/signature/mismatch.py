@@ -145,3 +145,19 @@ def _fmt(dtype: Any, shape: tuple, placement: str) -> str:
     return f"{dtype}{list(shape)} on {placement}"
 
 
+def device_diffs(key: tuple, call: Any) -> list[str]:
+    """Arguments on another GPU than in the compiled call (an array's key ends with its
+    device, signature/call.py array_key)."""
+    said: list[str] = []
+    if len(key) != len(call.key):
+        return said
+    for old, info, path in zip(key[1:], call.infos, call.paths):
+        if info is not None and isinstance(old, tuple) and len(old) == 7 and \
+                old[0] == info.placement and old[6] != info.device:
+            said.append(f"argument {path}: on GPU {info.device} here, on GPU {old[6]} in the "
+                        "compiled call (a graph runs on the GPU of its arrays)")
+    return said
+
+
+def distance(a: tuple, b: tuple) -> int:
+    return sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b)) * 10

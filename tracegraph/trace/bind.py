@@ -32,6 +32,7 @@ from ..location import user_location
 from ..signature import arguments
 from ..traced import Array, DynamicScalar
 from .bodies import as_programs, body_buffers, shadow_inputs
+from .guards import find_guards
 from .tracer import Tracer, _bytes_view
 
 # ---------------------------------------------------------------------------
@@ -71,10 +72,12 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     outputs, out_tree = _bind_outputs(tracer, result, inputs, device_mode, name, fn, stand_ins)
     inputs = _mark_written_and_write_back(tracer, inputs)
     ops = as_programs(tracer.ops, tuple(tracer.buffers), name)
+    guards = find_guards(fn, leaves, paths, list(tracer.host_captured.values()), name,
+                         _def_location(fn)) if tracer.host_captured else ()
     return Program(name, ops, tuple(tracer.buffers), tuple(inputs), tree, tuple(outputs),
                    out_tree, op_graph(ops), device_mode,
                    aliased_inputs(tracer.buffers, inputs, infos),
-                   combines=tuple(tracer.combines), bindings=tracer.bindings)
+                   combines=tuple(tracer.combines), bindings=tracer.bindings, guards=guards)
 
 
 def aliased_inputs(buffers: tuple[Buffer, ...] | list[Buffer], inputs: list[InputLeaf],

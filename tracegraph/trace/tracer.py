@@ -52,6 +52,8 @@ class Tracer:
         self._frames: list[list[Op]] = []  # the enclosing op lists, inside control flow
         self._externals: dict[int, int] = {}  # id(device array) -> buffer
         self._external_refs: list[Any] = []
+        # id -> the captured device arrays host code passed (not only kernels' globals)
+        self.host_captured: dict[int, Any] = {}
         self._warned_stream = False
         self.node_attributes: Any = None  # what tg.node_attributes sets on launches now
         self._launches_seen: dict[tuple, tuple] = {}  # record_launch's memo
@@ -133,7 +135,7 @@ class Tracer:
                 info = arguments.describe(obj)
                 if info is None or info.placement != arguments.DEVICE:
                     continue
-                buf = self._external(obj, info).buffer
+                buf = self._external(obj, info, host=False).buffer
                 out.append(Access(buf, 0, self.buffers[buf].nbytes, mode))
         return tuple(out)
 
@@ -186,10 +188,12 @@ class Tracer:
                          fix="pass traced arrays, device arrays, NumPy/Python scalars or tuples "
                              "of these")
 
-    def _external(self, obj: Any, info: arguments.ArrayInfo) -> View:
+    def _external(self, obj: Any, info: arguments.ArrayInfo, host: bool = True) -> View:
         """A device array captured from outside: baked into the graph by address. Captured
         arrays whose bytes overlap share memory (ir.memory_regions orders them)."""
         lo, hi = info.extent
+        if host:
+            self.host_captured[id(obj)] = obj
         buf = self._externals.get(id(obj))
         if buf is None:
             buf = self.new_buffer(hi - lo, EXTERNAL, f"captured{len(self._external_refs)}",

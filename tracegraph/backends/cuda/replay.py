@@ -16,6 +16,7 @@ from ... import pytree
 from ...errors import CudaError, LoweringError
 from ...ir import OpKind, OutputKind
 from ...plan import HostInput, Plan, ReplayTable
+from ...signature.call import static_key
 from .. import argument_view
 from ..sim import host_constant_bytes
 from .build import BuiltGraph, label
@@ -127,7 +128,8 @@ class Replayer:
         """Dynamic scalars with a new value: patch the parameters that hold them."""
         for leaf, held in self.scalar_values.items():
             value = leaves[leaf]
-            if value is held or value == held:
+            # as the signature keys values: -0.0 is not 0.0 (copysign tells them apart)
+            if value is held or static_key(value) == static_key(held):
                 continue
             self.scalar_values[leaf] = _NOWHERE_VALUE  # until every node holds the value
             per_node: dict[int, list] = {}
