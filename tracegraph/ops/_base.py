@@ -100,7 +100,27 @@ def out_array(op: str, out: Any, shape: tuple[int, ...], dtype: np.dtype) -> tup
     if not np.can_cast(dtype, out.dtype, "same_kind"):
         raise fail(op, f"the result is {dtype}; writing it into out of dtype {out.dtype} "
                    "would change its kind", f"pass an out array of dtype {dtype}")
+    if not distinct_elements(out):
+        raise fail(op, f"the elements of out (shape {tuple(out.shape)}, strides "
+                   f"{tuple(out.strides)}: a broadcast view?) overlap one another: several "
+                   "results would be written to one element, in no set order",
+                   "pass an out array whose elements are distinct (NumPy refuses a "
+                   "broadcast out as read-only)")
     return out, True
+
+
+def distinct_elements(a: Array) -> bool:
+    """Whether no two elements of `a` share a byte: ordered by |stride|, each dimension
+    of more than one element steps past all the ones inside it. (Sufficient; every
+    slice of a C- or Fortran-ordered array passes; a stride 0 of a broadcast fails.)"""
+    if 0 in a.shape:
+        return True
+    extent = a.itemsize
+    for s, n in sorted((abs(s), n) for n, s in zip(a.shape, a.strides) if n > 1):
+        if s < extent:
+            return False
+        extent += s * (n - 1)
+    return True
 
 
 # ---------------------------------------------------------------------------
@@ -179,6 +199,36 @@ def overlaps(a: Array, b: Array) -> bool:
         return False
     (a0, a1), (b0, b1) = va.byte_range(), vb.byte_range()
     return a0 < b1 and b0 < a1
+
+
+def same_elements(x: Array, out: Array) -> bool:
+    """Whether `x`, broadcast to out's shape, is at every index the element that `out`
+    is there: same buffer, offset and item size, and the same strides along every
+    dimension of more than one element."""
+    vx, vo = view_of(x), view_of(out)
+    shape = tuple(vo.shape)
+    if (vx.buffer, vx.offset, vx.itemsize) != (vo.buffer, vo.offset, vo.itemsize):
+        return False
+    try:
+        if np.broadcast_shapes(tuple(vx.shape), shape) != shape:
+            return False
+    except ValueError:
+        return False
+    return all(n == 1 or s == t
+               for n, s, t in zip(shape, broadcast_strides(x, shape), vo.strides))
+
+
+def must_copy(x: Any, out: Array, *, in_place: bool = True) -> bool:
+    """NumPy's rule for an input `x` of an op that writes `out`: copy x first when it
+    overlaps out, unless x and out are the same elements (`same_elements`) and the op
+    runs in place (`in_place`: each element of x is read only for the element of out at
+    the same index, by the thread that writes it, after any other reads of it).
+
+    Scalars need no copy. Every op that takes `out=` checks each of its array inputs.
+    """
+    if not isinstance(x, Array) or not overlaps(x, out):
+        return False
+    return not (in_place and same_elements(x, out))
 
 
 def normalize_axis(op: str, axis: Any, ndim: int) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..traced import Array, view_of
+from ..traced import Array
 from . import _base as B
 from ._elementwise_kernels import BINARY, KERNELS, UNARY
 
@@ -48,12 +48,6 @@ def _operand_name(op: str, k: int, n: int) -> str:
     return "x" if n == 1 else ("x1", "x2")[k]
 
 
-def _exact_alias(x: Array, result: Array, shape: tuple[int, ...]) -> bool:
-    vx, vr = view_of(x), view_of(result)
-    return (vx.buffer == vr.buffer and vx.offset == vr.offset and vx.itemsize == vr.itemsize
-            and B.broadcast_strides(x, shape) == tuple(vr.strides))
-
-
 def elementwise(op: str, operands: list, out: Any, dtype: np.dtype,
                 scalar_dtype: np.dtype | None = None) -> Array:
     """Launch op's kernel over the broadcast shape of `operands` into `out` (or a new array).
@@ -68,8 +62,7 @@ def elementwise(op: str, operands: list, out: Any, dtype: np.dtype,
     shape = B.broadcast_shapes(op, [tuple(x.shape) for x in arrays])
     result, given = B.out_array(op, out, shape, dtype)
     if given:  # NumPy semantics: an input that overlaps out other than exactly is copied
-        operands = [copy(x) if isinstance(x, Array) and B.overlaps(x, result)
-                    and not _exact_alias(x, result, shape) else x for x in operands]
+        operands = [copy(x) if B.must_copy(x, result) else x for x in operands]
         arrays = [x for x in operands if isinstance(x, Array)]
     if result.size == 0:
         return B.launched_nothing(result)

@@ -151,8 +151,8 @@ def matmul(a: Any, b: Any, *, out: Any = None) -> Array:
     dtype = np.result_type(a.dtype, b.dtype)
     result, given = B.out_array("matmul", out, shape, dtype)
     if given:
-        a = copy(a) if B.overlaps(a, result) else a
-        b = copy(b) if B.overlaps(b, result) else b
+        a = copy(a) if B.must_copy(a, result, in_place=False) else a
+        b = copy(b) if B.must_copy(b, result, in_place=False) else b
     if result.size == 0:
         return B.launched_nothing(result)
     if a.ndim == 2 and b.ndim == 2 and _cublas_matmul(a, b, result):
@@ -199,7 +199,8 @@ def linear(x: Any, w: Any, bias: Any = None, *, activation: str | None = None,
         if tuple(given.shape) != (x.shape[0], w.shape[1]):
             raise B.fail("linear", f"out has shape {tuple(given.shape)}, not the "
                          f"{(x.shape[0], w.shape[1])} of x @ w", "pass out of that shape")
-        if bias is not None and B.overlaps(bias, given):
+        B.out_array("linear", given, tuple(given.shape), dtype)  # dtype, distinct elements
+        if B.must_copy(bias, given, in_place=False):
             bias = copy(bias)
     B.combines("linear", x, x.shape[1])
     if _cublaslt_linear(x, w, bias, activation == "relu", out):

@@ -159,7 +159,7 @@ def reduce(op: str, kind: str, x: Any, axis: Any, keepdims: bool, out: Any,
     else:
         out_shape = tuple(1 if d == axis else n for d, n in enumerate(x.shape)
                           if keepdims or d != axis)
-    x3, ((m, _), (n, _), (k, _)) = _as_3d(x, axis)
+    x3, (_, (n, _), _) = _as_3d(x, axis)
     B.combines(op, x, n)
     if n == 0 and kind != "sum":
         raise B.fail(op, f"zero-size reduction of an array of shape {x.shape}: {kind} has no "
@@ -167,20 +167,35 @@ def reduce(op: str, kind: str, x: Any, axis: Any, keepdims: bool, out: Any,
     result, _ = B.out_array(op, out, out_shape, dtype)
     if result.size == 0:
         return B.launched_nothing(result)
-    # the result as (outer, 1, inner), or a temporary when a user's out does not fold
-    target = result
+    target, out3 = _result_3d(result, axis, keepdims, dtype)
+    _reduce_3d(op, kind, x3, out3, dtype)
+    if target is not result:
+        copy(target, out=result)
+    return result
+
+
+def _result_3d(result: Array, axis: int | None, keepdims: bool, dtype: np.dtype
+               ) -> tuple[Array, Array]:
+    """(target, target as an (outer, 1, inner) view): target is `result`, or a new array
+    of `dtype` when a user's out does not fold (the caller copies it into `result`)."""
     res_dims = tuple(range(result.ndim))
     split = (res_dims[:axis], res_dims[axis + 1:] if keepdims else res_dims[axis:]) \
         if axis is not None else ((), ())
+    target = result
     folded = (_fold(result, split[0]), _fold(result, split[1]))
     if folded[0] is None or folded[1] is None:
-        target = empty(out_shape, dtype)
+        target = empty(tuple(result.shape), dtype)
         folded = (_fold(target, split[0]), _fold(target, split[1]))
     outer, inner = folded
     assert outer is not None and inner is not None  # a new array always folds
     (mo, so), (ko, sk) = outer, inner
-    out3 = B.view(target, (mo, 1, ko), (so, 0, sk))
+    return target, B.view(target, (mo, 1, ko), (so, 0, sk))
 
+
+def _reduce_3d(op: str, kind: str, x3: Array, out3: Array, dtype: np.dtype) -> None:
+    """out3 (m, 1, k) = the reduction of x3 (m, n, k) along n: one launch, or two (chunks
+    into partials, then the partials) when there are few outputs of a long axis."""
+    m, n, k = x3.shape
     init = _identity(kind, dtype)
     one = B.scalar_of(1, dtype)
     scale = B.scalar_of(1.0 / n if n else math.nan, dtype) if op == "mean" else one
@@ -189,14 +204,18 @@ def reduce(op: str, kind: str, x: Any, axis: Any, keepdims: bool, out: Any,
     parts = -(-n // _CHUNK[how]) if m * k < _FEW_OUTPUTS[how] else 1
     parts = builtins.min(parts, 65535)
     if parts > 1:
+        # the first launch reads all of x3 and writes only partials; the second reads only
+        # them: an out that overlaps x3 is written after x3 is read
         chunk = -(-n // parts)
         partial = empty((m, parts, k), dtype)
         _launch(kernel, how, m * k, chunk, parts)(x3, partial, chunk, one, init)
         x3, n = partial, parts
+    elif B.must_copy(x3, out3):
+        # one launch would read x3 while writing out3 (a block of one output reads what
+        # another has written): NumPy's answer needs the input as it was. Exactly in
+        # place (n == 1, out3 the same elements) reads each element before writing it.
+        x3 = copy(x3)
     _launch(kernel, how, m * k, n, 1)(x3, out3, builtins.max(n, 1), scale, init)
-    if target is not result:
-        copy(target, out=result)
-    return result
 
 
 def _launch(kernel: Any, how: str, jobs: int, n: int, parts: int) -> Any:
