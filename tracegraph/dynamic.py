@@ -2,9 +2,10 @@
 of every argument named with it) varies together from call to call. A call of length n runs
 the graph of the smallest bucket >= n: its dynamic arguments are padded to the bucket (with
 `pad`, or, where the caller's device memory already has room and nothing needs the padding's
-value, not at all), results that carry the axis come back sliced to n, a written padded
-argument is copied back, and tg.length() is n inside the graph. Scalars declared "value" are
-kernel parameters patched on every call instead of being baked into the graph.
+value, not at all), results come back at n by rules checked at compile time against traces
+at other lengths (dynamic_results.py), a written padded argument is copied back, and
+tg.length() is n inside the graph. Scalars declared "value" are kernel parameters patched
+on every call instead of being baked into the graph.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _numba
+from . import _numba, dynamic_results
 from .errors import SignatureError, TraceError
 from .location import user_location
 from .signature import ArrayInfo, alias_groups
@@ -193,17 +194,6 @@ def _padded(x: Any, info: Any, axis: int, n: int, b: int, fill: Any, written: bo
     return padded
 
 
-def sliced(result: Any, axes: tuple[tuple[int, int, int], ...], n: int) -> Any:
-    """A result cut back from the bucket's length to the call's along its dynamic axes:
-    (axis, a, b) is an axis of a * length + b elements."""
-    if not axes:
-        return result
-    index = [slice(None)] * (max(a for a, _, _ in axes) + 1)
-    for axis, a, b in axes:
-        index[axis] = slice(0, a * n + b)
-    return result[tuple(index)]
-
-
 def copy_back(padded: Padded, written: set[int]) -> None:
     """The first n rows of each written padded copy back into the caller's array."""
     for i, original in padded.originals.items():
@@ -228,41 +218,38 @@ def bucket_of(spec: DynamicSpec, call: Any) -> int:
     return spec.bucket(int(call.leaves[-1]), "")
 
 
+def served_from(spec: DynamicSpec, b: int) -> int:
+    """The smallest length the bucket b serves: every length from it to b runs b's graph."""
+    lo, hi = 0, b
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if spec.bucket(mid, "") >= b:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def result_axes(spec: DynamicSpec, call: Any, program: Any,
-                trace: Any) -> tuple[tuple[tuple[int, int, int], ...], ...]:
-    """Per result leaf, its axes that follow the dynamic length, as (axis, a, b): a * length
-    + b elements. Found by tracing the function again at two other lengths (L + 1 and
-    L + 2, or 2 L and 3 L where those cannot be traced; only traced, nothing is compiled):
-    an axis growing in proportion, by a > 0 per unit of length. One growing otherwise
-    cannot be cut back to a call's length: a TraceError. So is a function that traces at
-    neither pair of lengths: what follows the length could not be found."""
+                trace: Any) -> dynamic_results.ResultRules:
+    """Per result leaf, its axes that follow the dynamic length, as (axis, a, b): max(0,
+    a * length + b) elements; with the Python int results that follow the length, and the
+    lengths the function does not trace at (dynamic_results.ResultRules). Found by tracing
+    the function again at other lengths (only traced, nothing is compiled): at L + 1 and
+    L + 2 (or 2 L and 3 L where those cannot be traced) to fit the rules, then at the
+    smallest lengths the bucket serves and where a rule reaches 0 to check them. A result
+    that breaks them cannot be cut back to a call's length: a TraceError. So is a function
+    that traces at neither pair of lengths: what follows the length could not be found."""
     bucket = bucket_of(spec, call)
-    lengths, probes = _probes(spec, call, program, trace, bucket)
-    _check_combines(program, probes[0])
-    steps = [n - bucket for n in lengths]
-    found = []
-    for k, out in enumerate(program.outputs):
-        shape = _result_shape(program, out)
-        if not all(k < len(p.outputs) for p in probes):
-            raise _not_affine(program, k, shape, (), ())
-        s1, s2 = (_result_shape(p, p.outputs[k]) for p in probes)
-        if not len(shape) == len(s1) == len(s2):
-            raise _not_affine(program, k, shape, s1, s2)
-        leaf = []
-        for axis, (x, y, z) in enumerate(zip(shape, s1, s2)):
-            if x == y == z:
-                continue
-            a, rest = divmod(y - x, steps[0])
-            if a <= 0 or rest or z - x != a * steps[1]:
-                raise _not_affine(program, k, shape, s1, s2)
-            leaf.append((axis, a, x - a * bucket))
-        found.append(tuple(leaf))
-    return tuple(found)
+    traced_at = _tracer(spec, call, trace)
+    lengths, probes = _probes(program, traced_at, bucket)
+    dynamic_results.check_combines(program, probes[0])
+    return dynamic_results.fit(program, bucket, served_from(spec, bucket), lengths, probes,
+                               traced_at)
 
 
-def _probes(spec: DynamicSpec, call: Any, program: Any, trace: Any,
-            bucket: int) -> tuple[tuple[int, int], list]:
-    """The function traced at two other lengths: L + 1 and L + 2, else 2 L and 3 L."""
+def _tracer(spec: DynamicSpec, call: Any, trace: Any) -> Any:
+    """A function tracing the call with its dynamic arguments `length` long."""
     axes = dynamic_leaves(spec, call.paths, call.infos, "")
 
     def traced_at(length: int) -> Any:
@@ -273,7 +260,11 @@ def _probes(spec: DynamicSpec, call: Any, program: Any, trace: Any,
             grown[axis] = length
             infos[i] = info._replace(shape=tuple(grown))
         return trace(call.__class__(call.leaves, call.paths, call.tree, infos, call.key))
+    return traced_at
 
+
+def _probes(program: Any, traced_at: Any, bucket: int) -> tuple[tuple[int, int], list]:
+    """The function traced at two other lengths: L + 1 and L + 2, else 2 L and 3 L."""
     failure: Exception | None = None
     for lengths in ((bucket + 1, bucket + 2), (2 * bucket, 3 * bucket)):
         try:
@@ -289,59 +280,15 @@ def _probes(spec: DynamicSpec, call: Any, program: Any, trace: Any,
                          "says)") from failure
 
 
-def _check_combines(program: Any, longer: Any) -> None:
-    """No tg.ops call may combine elements along an axis that follows the dynamic length:
-    the padding would count (a max of zeros, a mean over the bucket). Each call site (op
-    and line) must combine the same lengths at both lengths of the trace; one that runs
-    at one length only depends on it too."""
-    def sites(p: Any) -> dict[tuple[str, str], set[int]]:
-        found: dict[tuple[str, str], set[int]] = {}
-        for op, where, n in p.combines:
-            found.setdefault((op, where), set()).add(n)
-        return found
-    mine, theirs = sites(program), sites(longer)
-    for (op, where) in sorted(set(mine) | set(theirs)):
-        n, m = mine.get((op, where)), theirs.get((op, where))
-        if n != m:
-            said = (f"{max(n)} elements" if n else "elements only at other lengths")
-            raise TraceError(f"tg.ops.{op} combines {said} along an axis that follows the "
-                             "dynamic length (it has the bucket's length, not the call's): "
-                             "the padding would count in the result",
-                             where=where,
-                             fix="combine along other axes only, or write a kernel that "
-                                 "reads tg.length() and skips the padding "
-                                 "(docs/dynamic-shapes.md)")
-
-
-def _not_affine(program: Any, k: int, *shapes: tuple[int, ...]) -> Exception:
-    return TraceError(f"result {k} of {program.name} has shapes {shapes[0]}, {shapes[1]} and "
-                      f"{shapes[2]} at three dynamic lengths: not a * L + b along each "
-                      "axis, so it cannot be cut back to a call's length",
-                      fix="return arrays whose dynamic axes have a * length + b elements "
-                          "(a > 0), or pad them to that")
-
-
-def _result_shape(program: Any, out: Any) -> tuple[int, ...]:
-    if out.kind == "input":
-        return tuple(program.inputs[out.input_index].shape)
-    if out.kind == "static":
-        return ()
-    return tuple(out.view.shape)
-
-
 def finish(entry: Any, padded: Padded, result: Any) -> Any:
     """After a padded run: written copies back into the caller's arrays, results cut to
-    the true length, an argument handed back as the caller's own object."""
-    from . import pytree
+    the true length (dynamic_results.cut), an argument handed back as the caller's own
+    object. A length the function does not trace at raises before anything is copied."""
+    rules = entry.dynamic_axes
+    dynamic_results.refuse_failed(rules, padded.n)
     copy_back(padded, {i.index for i in entry.program.inputs if i.written})
-    leaves, _, structure = pytree.flatten(result)
-    out = []
-    for leaf, o, axes in zip(leaves, entry.program.outputs, entry.dynamic_axes):
-        if o.kind == "input":  # the caller's own object, not the padded copy
-            out.append(padded.originals.get(o.input_index, padded.leaves[o.input_index]))
-        else:
-            out.append(sliced(leaf, axes, padded.n) if hasattr(leaf, "shape") else leaf)
-    return pytree.unflatten(structure, out)
+    return dynamic_results.cut(entry.program, rules, padded.n, result,
+                               lambda i: padded.originals.get(i, padded.leaves[i]))
 
 
 def resized_call(spec: DynamicSpec, call: Any, b: int, qualname: str) -> tuple:

@@ -52,8 +52,7 @@ class Tracer:
         self._frames: list[list[Op]] = []  # the enclosing op lists, inside control flow
         self._externals: dict[int, int] = {}  # id(device array) -> buffer
         self._external_refs: list[Any] = []
-        # id -> the captured device arrays host code passed (not only kernels' globals)
-        self.host_captured: dict[int, Any] = {}
+        self.host_captured: dict[int, Any] = {}  # captured arrays host code passed, by id
         self._warned_stream = False
         self.node_attributes: Any = None  # what tg.node_attributes sets on launches now
         self._launches_seen: dict[tuple, tuple] = {}  # record_launch's memo
