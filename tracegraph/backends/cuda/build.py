@@ -83,10 +83,8 @@ class GraphBuilder:
 
     def instantiate(self, built: BuiltGraph) -> None:
         try:
-            if self._priorities:  # kernel-node priorities count only when asked for
-                built.graph = built.gdef.instantiate(self.platform.priority_options())
-            else:
-                built.graph = built.gdef.instantiate()
+            # kernel-node priorities count only when asked for
+            built.graph = self.platform.instantiate(built.gdef, self._priorities)
         except Exception as exc:
             raise CudaError(f"instantiating the graph of {self.plan.name} failed: {exc}",
                             error_name=error_name(exc), call="cuGraphInstantiate") from exc

@@ -145,8 +145,8 @@ class FakePlatform:
                           hit_ratio: float) -> None:
         node.params["access_policy"] = (address, nbytes, hit_ratio)
 
-    def priority_options(self) -> Any:
-        return "use_node_priority"
+    def instantiate(self, gdef: FakeGraphDefinition, use_priority: bool) -> FakeGraph:
+        return gdef.instantiate("use_node_priority" if use_priority else None)
 
     def capture_library(self, node: Any, args: list, warm: bool = True) -> Any:  # noqa: ARG002
         """The call as a one-node child graph that runs its sim= function on the memory at
