@@ -244,6 +244,8 @@ def result_axes(spec: DynamicSpec, call: Any, program: Any,
     traced_at = _tracer(spec, call, trace)
     lengths, probes = _probes(program, traced_at, bucket)
     dynamic_results.check_combines(program, probes[0])
+    dynamic_results.check_launches(program, probes[0])
+    dynamic_results.check_structure(program, probes)
     return dynamic_results.fit(program, bucket, served_from(spec, bucket), lengths, probes,
                                traced_at)
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import pytree
 from .errors import TraceError
-from .ir import Copy, CopyRole, OutputKind
+from .ir import Copy, CopyRole, OutputKind, ScalarArg, View
 from .location import user_location
 
 Rule = tuple[int, int, int]  # (axis, a, b): the axis has max(0, a * n + b) elements
@@ -138,6 +138,8 @@ def _check_at(program: Any, rules: ResultRules, m: int, traced_at: Callable[[int
     except Exception as exc:  # a call of this length raises it (refuse_failed)
         rules.failed[m] = f"{type(exc).__name__}: {exc}"
         return
+    check_structure(program, [probe])
+    check_launches(program, probe)
     for k in range(len(program.outputs)):
         _check_leaf(program, probe, k, m, rules, paths[k])
 
@@ -342,3 +344,44 @@ def _same(u: Any, v: Any) -> bool:
         return bool(u == v) or (u != u and v != v)  # NaN is itself
     except Exception:  # ambiguous: not known to be equal
         return False
+
+
+def check_launches(program: Any, longer: Any) -> None:
+    """A Python value passed to a kernel must not follow the dynamic length: inside the
+    function `x.shape[0]` is the bucket's length, so `k(x, 1.0 / x.shape[0])` would pass
+    the bucket's value on every call. Launches are matched in order, kernel by kernel."""
+    for mine, theirs in zip(_launches(program), _launches(longer)):
+        if mine.data.kernel is not theirs.data.kernel:
+            return  # the launches themselves follow the length: nothing to pair
+        for i, (a, b) in enumerate(zip(mine.data.args, theirs.data.args)):
+            if _python_value(a) != _python_value(b):
+                raise TraceError(f"argument {i} of {mine.name} is a Python value that "
+                                 f"follows the dynamic length ({a!r} at the bucket's length, "
+                                 f"{b!r} at another): x.shape inside a dynamic function is "
+                                 "the bucket's, so the graph would pass the bucket's value "
+                                 "on every call", where=mine.location,
+                                 fix="pass tg.length() (the call's true length, patched on "
+                                     "every call) and compute from it in the kernel")
+
+
+def check_structure(program: Any, probes: list) -> None:
+    """The result's structure (tuple lengths, dict keys) must not follow the length."""
+    for p in probes:
+        if p.output_tree != program.output_tree:
+            raise TraceError(f"the structure of {program.name}'s result changes with the "
+                             f"dynamic length ({program.output_tree} at the bucket's length, "
+                             f"{p.output_tree} at another)",
+                             fix="return the same structure for every length")
+
+
+def _launches(program: Any) -> list:
+    return [op for op in program.ops if op.kind == "kernel"]
+
+
+def _python_value(a: Any) -> Any:
+    """What of a launch argument is a Python value (arrays and dynamic scalars are not)."""
+    if isinstance(a, tuple):
+        return tuple(_python_value(x) for x in a)
+    if isinstance(a, (View, ScalarArg)):
+        return None
+    return (type(a), repr(a))

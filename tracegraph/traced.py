@@ -376,7 +376,7 @@ class DynamicScalar:
     __neg__ = __pos__ = __abs__ = __invert__ = _refuse
     __float__ = __int__ = __index__ = __bool__ = __complex__ = _refuse
     __round__ = __trunc__ = __floor__ = __ceil__ = _refuse
-    # == would otherwise compare identities: `if step == 0:` silently never true
-    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _refuse
-    __hash__ = object.__hash__
+    # == would otherwise compare identities (`if step == 0:` silently never true), and a
+    # hash would look it up by identity (`TABLE.get(step)`, `step in {1}`)
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = __hash__ = _refuse
     __array__ = _refuse

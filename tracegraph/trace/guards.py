@@ -9,6 +9,7 @@ found by no path is named in a warning at trace time: rebinding it is not seen.
 """
 from __future__ import annotations
 
+import itertools
 import types
 import warnings
 from collections import deque
@@ -16,11 +17,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..errors import SignatureError
 from ..signature import arguments
 
 _DEPTH = 3       # steps from a root: self.layers[2].w
 _BREADTH = 256   # entries looked at per container or object
+_VISITS = 4096   # objects looked into per trace: a large reachable dataset stays cheap
+_ALIASES = 4     # paths looked into one object by (MODEL and self.model)
+_LOOKS = 20_000  # values looked at per trace (each described: about 1 us)
 
 
 @dataclass(frozen=True)
@@ -58,17 +64,21 @@ _GONE = object()
 
 @dataclass(frozen=True)
 class Guard:
-    """One captured array and the path it was found by; holds it while the graph does."""
+    """One captured array and a path that found it; holds it while the graph does."""
     ref: HostRef
     array: Any
     info: arguments.ArrayInfo
 
     def holds(self, fn: Callable, leaves: list) -> bool:
-        """Does the path still find this array (or one over the very same memory)?"""
+        """Does the path still find this array over the same memory? (An object whose
+        storage can change in place, a torch Parameter, is described again.)"""
         now = self.ref.resolve(fn, leaves)
-        if now is self.array:
+        if now is self.array and arguments.has_fixed_metadata(now):
             return True
-        info = arguments.describe(now) if now is not _GONE else None
+        try:
+            info = arguments.describe(now) if now is not _GONE else None
+        except Exception:  # a path that now finds something odd: not the array
+            return False
         return info is not None and (info.ptr, info.shape, info.strides, info.dtype,
                                      info.placement) == \
             (self.info.ptr, self.info.shape, self.info.strides, self.info.dtype,
@@ -88,38 +98,24 @@ def stale_error(stale: Guard, qualname: str) -> SignatureError:
 
 def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any],
                 name: str, where: str) -> tuple[Guard, ...]:
-    """A guard for each captured array a path finds, or finds an array holding it (a view
-    the function took: `W[2:]`); warn about the others."""
+    """A guard for every path that finds a captured array, or an array holding it (a view
+    the function took: `W[2:]`): all of them, since the code may read any one (aliases,
+    tied weights). Warn about arrays no path finds."""
     targets = {id(a): a for a in captured}
-    names = _code_names(fn)
-    found: dict[int, Guard] = {}
-    holders: list[Guard] = []  # other device arrays the paths find: views' bases
-    seen: set[int] = set()
-    queue: deque[tuple[Any, HostRef]] = deque((v, r) for r, v in _roots(fn, leaves, paths,
-                                                                         names))
-    while queue and len(found) < len(targets):
-        value, ref = queue.popleft()
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
+    guards: list[Guard] = []
+    holders: list[Guard] = []  # paths to other device arrays: views' bases
+    for ref, value in _search(fn, leaves, paths):
         info = arguments.describe(value)
-        if info is not None:
-            if info.placement == arguments.DEVICE:
-                guard = Guard(ref, value, info)
-                (found.setdefault(id(value), guard) if id(value) in targets
-                 else holders.append(guard))
-            continue
-        if len(ref.steps) < _DEPTH and _worth_looking(value):
-            for step, child in _children(value, names):
-                queue.append((child, HostRef(ref.root, (*ref.steps, step))))
+        if info is not None and info.placement == arguments.DEVICE:
+            (guards if id(value) in targets else holders).append(Guard(ref, value, info))
+    found = {id(g.array) for g in guards}
     missing = []
     for k, a in targets.items():
         if k not in found:
-            holder = _holder(arguments.describe(a), holders)
-            if holder is None:
+            held = _holders(arguments.describe(a), holders)
+            guards += held
+            if not held:
                 missing.append(a)
-            else:
-                found[id(holder.array)] = holder
     if missing:
         warnings.warn(f"tracegraph: {name} passed {len(missing)} device array(s) to kernels "
                       "that are neither its arguments nor found through a global, closure "
@@ -127,14 +123,41 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
                       "the graph keeps them by address, and rebinding where they come from "
                       "will not be seen by replays. Pass them as arguments of the traced "
                       f"function (traced at {where})", UserWarning, stacklevel=2)
-    return tuple(found.values())
+    return tuple(guards)
 
 
-def _holder(info: Any, holders: list[Guard]) -> Guard | None:
-    """An array a path finds whose memory holds all of `info`'s."""
+def _search(fn: Callable, leaves: list, paths: list[str]) -> Iterator[tuple[HostRef, Any]]:
+    """Breadth first from the roots, every path to a device array (up to _DEPTH steps,
+    _VISITS objects looked into, _LOOKS values looked at); an object that raises is
+    skipped."""
+    names = _code_names(fn)
+    seen: dict[int, int] = {}  # object -> paths looked into it by (aliases: a few)
+    queue: deque[tuple[Any, HostRef]] = deque((v, r) for r, v in _roots(fn, leaves, paths,
+                                                                         names))
+    looked = 0
+    while queue and looked < _LOOKS:
+        value, ref = queue.popleft()
+        looked += 1
+        try:
+            if arguments.describe(value) is not None:
+                yield ref, value
+                continue
+            if seen.get(id(value), 0) >= _ALIASES or len(ref.steps) >= _DEPTH or \
+                    len(seen) >= _VISITS or not _worth_looking(value):
+                continue
+            seen[id(value)] = seen.get(id(value), 0) + 1
+            for step, child in _children(value, names):
+                if len(queue) + looked >= _LOOKS:
+                    break
+                queue.append((child, HostRef(ref.root, (*ref.steps, step))))
+        except Exception:  # a __getattr__ or property that raises: nothing found there
+            continue
+
+
+def _holders(info: Any, holders: list[Guard]) -> list[Guard]:
+    """The paths to arrays whose memory holds all of `info`'s."""
     lo, hi = info.extent
-    return next((g for g in holders if g.info.extent[0] <= lo and hi <= g.info.extent[1]),
-                None)
+    return [g for g in holders if g.info.extent[0] <= lo and hi <= g.info.extent[1]]
 
 
 def _roots(fn: Callable, leaves: list, paths: list[str],
@@ -175,7 +198,7 @@ _LEAVES = (str, bytes, int, float, complex, bool, type(None), type, types.Functi
 
 def _worth_looking(value: Any) -> bool:
     # NumPy arrays hold no device arrays
-    return not isinstance(value, _LEAVES) and not hasattr(value, "__array_interface__")
+    return not isinstance(value, _LEAVES) and not isinstance(value, np.ndarray)
 
 
 def _children(value: Any, names: frozenset[str]) -> Iterator[tuple[tuple[str, Any], Any]]:
@@ -185,18 +208,29 @@ def _children(value: Any, names: frozenset[str]) -> Iterator[tuple[tuple[str, An
             yield (".", name), scope[name]
         return
     if isinstance(value, dict):
-        for k, v in list(value.items())[:_BREADTH]:
+        for k, v in itertools.islice(value.items(), _BREADTH):
             if isinstance(k, (str, int)):
                 yield ("[]", k), v
         return
     if isinstance(value, (list, tuple)):
-        for i, v in enumerate(value[:_BREADTH]):
+        for i, v in enumerate(itertools.islice(value, _BREADTH)):
             yield ("[]", i), v
         return
     attrs = getattr(value, "__dict__", None)
+    own = attrs.keys() if isinstance(attrs, dict) else ()
     if isinstance(attrs, dict):
-        for k, v in list(attrs.items())[:_BREADTH]:
+        for k, v in itertools.islice(attrs.items(), _BREADTH):
             yield (".", k), v
     for k in getattr(type(value), "__slots__", ()):
         if isinstance(k, str) and hasattr(value, k):
             yield (".", k), getattr(value, k)
+    # attributes the code names that the object computes (properties, __getattr__): a
+    # replay evaluates them again, as the call would
+    for k in sorted(names - set(own)):
+        if not k.startswith("__"):
+            try:
+                child = getattr(value, k)
+            except Exception:
+                continue
+            if not callable(child):
+                yield (".", k), child

@@ -70,6 +70,11 @@ class CudaExecutable:
                            self.replayer.scalar_values or self.table.host_inputs or
                            self.table.constants)
         self.armed: tuple | None = None  # the last call's leaves (weakly), when plain
+        # (graph exec, stream, result) for the C replay of an armed call (fast_result),
+        # set before `armed` whenever it is armed; read with it under the GIL
+        self.fast: tuple | None = None
+        self._fast_replay = self.platform.fast_replay()
+        self._fast_result = self._fast_result_index()
         self._armed_infos: list = []
         self._armed_disjoint = False
         self._armed_arrays = 0
@@ -117,6 +122,7 @@ class CudaExecutable:
                 r.write_back(staged, leaves)
                 self._check_limits()
             if arm and self._plain:  # launches of one graph are ordered on any streams
+                self.fast = self._fast_args()
                 self.armed = tuple(map(weak, leaves))
                 self._armed_infos = list(infos)
                 self._armed_disjoint = disjoint(infos)
@@ -130,6 +136,14 @@ class CudaExecutable:
         placement, none sharing memory, as none did), are followed by re-pointing. MISS
         when it does not apply. The host time of this path is the library's replay cost
         (docs/performance.md, W7): keep it to attribute reads and the launch."""
+        if stream is None and self._fast_replay is not None and \
+                getattr(_thread, "platform", None) is self.platform:
+            try:
+                result = self._fast_replay(self, args)
+            except RuntimeError as exc:
+                raise self._fault(exc, "cuGraphLaunch") from exc
+            if result is not NotImplemented:
+                return result
         armed = self.armed
         if armed is None or len(armed) != len(args) \
                 or getattr(_thread, "platform", None) is not self.platform:
@@ -163,6 +177,26 @@ class CudaExecutable:
             else:
                 self._launch(stream)
             return r.results(args)
+
+    def _fast_result_index(self) -> int | None:
+        """What the C replay returns (-1: None, k: argument k), or None where a replay has
+        more to do than launch (results to move, host callbacks whose errors it raises)."""
+        if not self._plain or self.table.results or \
+                any(n.kind == OpKind.HOST for n in _all_nodes(self.plan.nodes)):
+            return None
+        if self.replayer._returns_none:
+            return -1
+        single = self.table.single_output
+        if single is not None and single.kind == "input":
+            return single.input_index
+        return None
+
+    def _fast_args(self) -> tuple | None:
+        if self._fast_replay is None or self._fast_result is None or \
+                self.memory.arena_allocation is not None:
+            return None
+        graph, stream = self.built.graph, self._default_stream
+        return (int(graph.handle), int(stream.handle), self._fast_result)
 
     def _moved(self, args: tuple, moved: list[int]) -> list | None:
         """The infos of the armed call with arguments `moved` replaced by these, if the

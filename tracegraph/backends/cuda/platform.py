@@ -45,6 +45,7 @@ class Platform(Protocol):
                     dtype: np.dtype) -> Any: ...
     def stream(self, user_stream: Any) -> Any: ...
     def graph_launcher(self, graph: Any, stream: Any) -> Callable[[], None]: ...
+    def fast_replay(self) -> Callable[[Any, tuple], Any] | None: ...
     def synchronize(self) -> None: ...
     def is_pinned(self, address: int, nbytes: int) -> bool: ...
     def kernel_patch(self, graph: Any, node: Any, args: list) -> Any: ...
@@ -157,6 +158,10 @@ class CudaPlatform:
         if c_launch is None:
             return functools.partial(graph.launch, stream)
         return functools.partial(c_launch, int(graph.handle), int(stream.handle))
+
+    def fast_replay(self) -> Callable[[Any, tuple], Any] | None:
+        """The C helper's replay of an armed call (check the arguments, launch), if built."""
+        return _c_function("replay")
 
     def synchronize(self) -> None:
         self.device.sync()
@@ -301,14 +306,18 @@ def _core_kernel(kernel: ForeignKernel) -> Any:
 
 def _c_launch() -> Callable[[int, int], None] | None:
     """The C helper's launch (setup.py builds it where a C compiler is), if built and wanted."""
+    return _c_function("launch")
+
+
+def _c_function(name: str) -> Any:
     from ... import config
     if not config.c_launch():
         return None
     try:
-        from ._graphlaunch import launch  # type: ignore[import-not-found, unused-ignore]
+        from . import _graphlaunch  # type: ignore[attr-defined, unused-ignore]
     except ImportError:
         return None
-    return launch
+    return getattr(_graphlaunch, name, None)
 
 
 _platforms: dict[int | None, Any] = {}  # device ordinal -> its platform
