@@ -94,3 +94,29 @@ def test_bad_calls_raise():
         replay(Armed((), (0, 0, -1)), [])
     with pytest.raises(AttributeError):
         replay(object(), ())
+
+
+def test_the_python_launcher_makes_its_handles_once_and_raises_on_an_error(monkeypatch):
+    """Where the C helper is not built, replays launch through Executable.launcher."""
+    from types import SimpleNamespace
+
+    from tracegraph.backends.cuda import handles, rawnodes
+    calls = []
+    fake = SimpleNamespace(CUstream=lambda h: ("stream", h),
+                           cuGraphLaunch=lambda g, s: (calls.append((g, s)) or (rc[0],)),
+                           CUresult=SimpleNamespace(CUDA_SUCCESS=0))
+    rc = [0]
+    monkeypatch.setattr(rawnodes, "driver", lambda: fake)
+    monkeypatch.setattr(handles, "driver", lambda: fake)
+    ex = rawnodes.Executable.__new__(rawnodes.Executable)
+    ex.handle, ex.is_closed = "exec", True
+    go = ex.launcher(SimpleNamespace(handle=7))
+    go()
+    go()
+    assert calls == [("exec", ("stream", 7))] * 2
+
+    class Err(int):
+        name = "CUDA_ERROR_LAUNCH_FAILED"
+    rc[0] = Err(719)
+    with pytest.raises(RuntimeError, match="CUDA_ERROR_LAUNCH_FAILED"):
+        go()

@@ -1,15 +1,17 @@
 """What the cuda backend asks of CUDA, in one narrow interface (`Platform`), and its real
-implementation over cuda.core (graphs, launches, streams), cuda.bindings (where cuda.core
-has no API or measured slower on the replay path) and Numba (allocations, compiled
-overloads). fake.py implements the same interface on the CPU for tests.
+implementation over cuda.core (graph definitions: memcpy, memset, conditional and child
+graph nodes; streams; NVRTC), cuda.bindings (rawnodes.py: kernel, host and event nodes,
+edges, instantiation and executable updates; handles.py: what cuda.core has no API for)
+and Numba (allocations, compiled overloads). fake.py implements the same interface on the
+CPU for tests.
 
-Measured on an H200 (docs/performance.md): re-pointing a kernel node through cuda.core's
-node update re-marshals every argument (about 22 us), through cuGraphExecKernelNodeSetParams
-on parameter storage we own about 1.5 us; a memcpy node re-points faster through cuda.core
-(1.1 us) than through the driver's CUDA_MEMCPY3D (2.2 us). The bare launch costs about the
-same through cuda.core, cuda.bindings or C, but a replay launching through a small C helper
-measured 0.4-1.5 us faster than one through cuda.core's Graph.launch, so replays on the
-default stream use it where it is built.
+Why cuda.bindings where cuda.core has the API (H100, docs/performance.md "fifth
+session"): a graph whose kernel node cuda.core made, or which cuda.core instantiated,
+launches 0.6 us or more dearer on the host every time (a retained user object). Re-pointing
+a kernel node writes parameter storage we own and makes one driver call
+(cuGraphExecKernelNodeSetParams, about 1.5 us on an H200). Replays on the default stream
+launch through the small C helper where it is built (_graphlaunch.c: an armed call is
+checked and launched in C); 0.4-1.5 us faster than through Python.
 """
 from __future__ import annotations
 
@@ -156,7 +158,7 @@ class CudaPlatform:
         cuGraphLaunch straight from C where the optional helper is built, else cuda.core."""
         c_launch = _c_launch()
         if c_launch is None:
-            return functools.partial(graph.launch, stream)
+            return graph.launcher(stream)
         return functools.partial(c_launch, int(graph.handle), int(stream.handle))
 
     def fast_replay(self) -> Callable[[Any, tuple], Any] | None:

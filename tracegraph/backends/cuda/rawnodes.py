@@ -141,6 +141,17 @@ class Executable:
         (err,) = driver().cuGraphLaunch(self.handle, _stream(stream))
         check(err, "cuGraphLaunch")
 
+    def launcher(self, stream: Any) -> Callable[[], None]:
+        """A call launching this graph on `stream`, its handles made once (the replay path
+        where the C helper is not built)."""
+        launch, handle, raw = driver().cuGraphLaunch, self.handle, _stream(stream)
+
+        def go() -> None:
+            (err,) = launch(handle, raw)
+            if int(err) != 0:
+                check(err, "cuGraphLaunch")
+        return go
+
     def upload(self, stream: Any) -> None:
         (err,) = driver().cuGraphUpload(self.handle, _stream(stream))
         check(err, "cuGraphUpload")
