@@ -213,3 +213,11 @@ def test_a_result_structure_that_follows_the_length_is_refused(backend):
     f = tg.compile(body, backend=backend, dynamic={"x": 0}, buckets=(8,))
     with pytest.raises(tg.TraceError, match="structure of"):
         f(np.arange(5.0))
+
+
+def test_an_op_given_a_dynamic_scalar_says_so(backend):
+    def body(x, dt):
+        return tg.ops.multiply(x, dt)
+
+    with pytest.raises(tg.TraceError, match="dynamic scalar dt"):
+        tg.compile(body, backend=backend, dynamic={"dt": "value"})(np.arange(4.0), 2.0)

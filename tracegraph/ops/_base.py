@@ -19,7 +19,7 @@ from ..errors import TraceError
 from ..ir import View
 from ..location import user_location
 from ..trace import empty
-from ..traced import Array, like, tracer_of, view_of
+from ..traced import Array, DynamicScalar, like, tracer_of, view_of
 
 SIMULATOR = _numba.SIMULATOR
 RANK = 4                    # elementwise kernels see every operand as a 4-D view
@@ -54,6 +54,11 @@ def is_scalar(x: Any) -> bool:
 def require_array(op: str, x: Any, name: str = "x") -> Array:
     if isinstance(x, Array):
         return x
+    if isinstance(x, DynamicScalar):
+        raise fail(op, f"{name} is the dynamic scalar {x.name}, whose value changes on every "
+                       "call: an op would bake the traced value into the graph",
+                   "pass it to a kernel as it is (the graph patches it per call), or declare "
+                   "it static (not in dynamic=)")
     if isinstance(x, np.ndarray) or hasattr(x, "__cuda_array_interface__") or (
             _numba.is_simulated_device_array(x)):
         raise fail(op, f"{name} is a {type(x).__name__}, not a traced array",
