@@ -221,3 +221,25 @@ def test_an_op_given_a_dynamic_scalar_says_so(backend):
 
     with pytest.raises(tg.TraceError, match="dynamic scalar dt"):
         tg.compile(body, backend=backend, dynamic={"dt": "value"})(np.arange(4.0), 2.0)
+
+
+def test_a_returned_dynamic_scalar_is_the_call_s_value(backend):
+    from small_kernels import fill
+
+    def body(x, step):
+        fill[1, 4](x, step)
+        return x, step
+
+    f = tg.compile(body, backend=backend, dynamic={"step": "value"})
+    assert f(np.zeros(4), 3)[1] == 3
+    out, step = f(np.zeros(4), 5)
+    assert step == 5 and type(step) is int
+    np.testing.assert_array_equal(out, np.full(4, 5.0))
+
+    def length(x):
+        fill[1, 16](x, 1.0)
+        return x, tg.length()
+    g = tg.compile(length, backend=backend, dynamic={"x": 0}, buckets=(8,))
+    for n in (5, 8, 3):
+        out, got = g(np.zeros(n))
+        assert got == n and out.shape == (n,)

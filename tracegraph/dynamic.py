@@ -289,8 +289,10 @@ def finish(entry: Any, padded: Padded, result: Any) -> Any:
     rules = entry.dynamic_axes
     dynamic_results.refuse_failed(rules, padded.n)
     copy_back(padded, {i.index for i in entry.program.inputs if i.written})
-    return dynamic_results.cut(entry.program, rules, padded.n, result,
-                               lambda i: padded.originals.get(i, padded.leaves[i]))
+    def argument(i: int) -> Any:  # the leaf past the arguments is tg.length(): n
+        return padded.originals.get(i, padded.leaves[i] if i < len(padded.leaves) else
+                                    padded.n)
+    return dynamic_results.cut(entry.program, rules, padded.n, result, argument)
 
 
 def resized_call(spec: DynamicSpec, call: Any, b: int, qualname: str) -> tuple:

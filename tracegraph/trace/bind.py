@@ -188,6 +188,8 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
                 continue
             copied.setdefault(view.buffer, []).append((len(outputs), view, path))
             outputs.append(None)  # type: ignore[arg-type]  # _copy_out fills it in
+        elif isinstance(leaf, DynamicScalar):  # the call's own value, as eagerly
+            outputs.append(OutputLeaf(OutputKind.INPUT, input_index=leaf.leaf))
         elif isinstance(leaf, (np.ndarray,)) or arguments.describe(leaf) is not None:
             raise TraceError(f"{name} returned a {type(leaf).__name__} at {path} that is not "
                              "a traced array", where=_def_location(fn),
