@@ -1,12 +1,13 @@
-"""Graph nodes the driver makes for us (cuda.bindings), where cuda.core's node API would
-retain a user object on the graph: kernel, host-callback and event nodes, and edges.
+"""Graph nodes and executables the driver makes for us (cuda.bindings) where cuda.core's
+would cost every launch: kernel, host-callback and event nodes, edges, instantiation.
 
 Why: cuda.core keeps what a kernel node uses alive by retaining a user object on its
 graph, and the driver pays for a retained user object on every launch of the executable
 (H100, scripts/probe_kernel_node.py: a one-kernel graph 1.5-1.7 us per launch bare,
-2.3-3.1 us with one user object, 11-15 us in another lease). Here the Python side keeps
-what the nodes use alive instead: the executable holds the builder (its compiled
-kernels), the plan (events, callbacks) and `RawNode.keep`.
+2.3-3.1 us with one user object, 11-15 us in another lease); cuda.core's instantiate costs
+another 0.6 us a launch (scripts/probe_graph_origin.py: 1.91 against 1.34 us). Here the
+Python side keeps what the nodes use alive instead: the executable holds the builder (its
+compiled kernels), the plan (events, callbacks) and `RawNode.keep`.
 
 Nodes are made at the root of their graph and joined by edges added in one call per
 graph (cuGraphAddDependencies), so a node of any kind may follow a node of any other.
@@ -42,7 +43,8 @@ class CuFunction:
         self.handle = handle
 
 
-_functions: dict[tuple[int, int], Any] = {}  # (CUkernel, CUcontext) -> its CUfunction
+# (CUkernel, CUcontext) -> (the kernel, kept so its handle is never reused; its CUfunction)
+_functions: dict[tuple[int, int], tuple[Any, Any]] = {}
 
 
 def function_of(kernel: Any) -> Any:
@@ -56,10 +58,10 @@ def function_of(kernel: Any) -> Any:
     key = (int(kernel.handle), int(ctx))
     found = _functions.get(key)
     if found is None:
-        err, found = drv.cuKernelGetFunction(kernel.handle)
+        err, function = drv.cuKernelGetFunction(kernel.handle)
         check(err, "cuKernelGetFunction")
-        _functions[key] = found
-    return found
+        found = _functions[key] = (kernel, function)
+    return found[1]
 
 
 def add_kernel(graph: Any, grid: tuple, block: tuple, sharedmem: int, kernel: Any,
