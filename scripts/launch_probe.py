@@ -52,3 +52,20 @@ def ok(result: tuple) -> Any:
     if int(err) != 0:
         raise RuntimeError(f"driver error {err}")
     return rest[0] if len(rest) == 1 else (rest or None)
+
+
+def rounds(found: dict[str, tuple[Callable[[], Any], Callable[[], Any]]],
+           out: str | None = None, width: int = 30) -> dict[str, list[float]]:
+    """host_us of each (launch, sync), two interleaved rounds; printed, and written to
+    `out` as JSON when given."""
+    import json
+    results: dict[str, list[float]] = {}
+    for _ in range(2):
+        for name, (launch, sync) in found.items():
+            results.setdefault(name, []).append(host_us(launch, sync))
+    for name, v in results.items():
+        print(f"{name:{width}s} {' '.join(f'{u:.2f}' for u in v)} us per launch")
+    if out:
+        with open(out, "w") as fh:
+            json.dump(results, fh, indent=1)
+    return results

@@ -14,11 +14,10 @@ interleaved rounds):
 """
 from __future__ import annotations
 
-import json
 import sys
 
 import numpy as np
-from launch_probe import BLOCK, GRID, SIZE, axpb, host_us, numba_params, ok
+from launch_probe import BLOCK, GRID, SIZE, axpb, numba_params, ok, rounds
 from numba import cuda, types
 
 
@@ -89,16 +88,8 @@ def main() -> None:
         cg = s.end_capture()
     keep += [cg, f, y]
     execs["cupy_capture"] = int(cg.graphExec)
-    results: dict = {}
-    for _ in range(2):
-        for name, e in execs.items():
-            results.setdefault(name, []).append(
-                host_us(lambda e=e: c_launch(e, 0), cuda.synchronize))
-    for name, v in results.items():
-        print(f"{name:24s} {' '.join(f'{u:.2f}' for u in v)} us per launch")
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as fh:
-            json.dump(results, fh, indent=1)
+    rounds({name: (lambda e=e: c_launch(e, 0), cuda.synchronize)
+            for name, e in execs.items()}, sys.argv[1] if len(sys.argv) > 1 else None, 24)
     del keep
 
 

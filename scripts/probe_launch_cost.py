@@ -10,11 +10,10 @@ cuda.core's explicit graph), and who launches it (CuPy, cuda.core, tracegraph).
 from __future__ import annotations
 
 import ctypes
-import json
 import sys
 
 import numpy as np
-from launch_probe import BLOCK, GRID, SIZE, axpb, host_us, numba_params
+from launch_probe import BLOCK, GRID, SIZE, axpb, numba_params, rounds
 from numba import cuda
 
 CPP = r"""
@@ -125,15 +124,7 @@ def contenders():
 
 def main() -> None:
     found, keep = contenders()
-    results: dict = {}
-    for _ in range(2):
-        for name, (launch, sync) in found.items():
-            results.setdefault(name, []).append(host_us(launch, sync))
-    for name, v in results.items():
-        print(f"{name:30s} {' '.join(f'{u:.2f}' for u in v)} us per launch")
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as fh:
-            json.dump(results, fh, indent=1)
+    rounds(found, sys.argv[1] if len(sys.argv) > 1 else None)
     del keep
 
 

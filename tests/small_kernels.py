@@ -20,6 +20,13 @@ def add(x, y, out):
 
 
 @cuda.jit
+def mul(x, w, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] * w[i]
+
+
+@cuda.jit
 def copy(src, dst):
     i = cuda.grid(1)
     if i < dst.size:

@@ -8,18 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from numba import cuda
-from small_kernels import scale
+from small_kernels import mul, scale
 
 import tracegraph as tg
 
 N = 8
-
-
-@cuda.jit
-def mul(x, w, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = x[i] * w[i]
 
 
 def _dev(v):

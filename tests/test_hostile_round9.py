@@ -11,18 +11,11 @@ import warnings
 import numpy as np
 import pytest
 from numba import cuda
-from small_kernels import fill, increment, scale
+from small_kernels import fill, increment, mul, scale
 
 import tracegraph as tg
 
 N = 8
-
-
-@cuda.jit
-def mul(x, w, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = x[i] * w[i]
 
 
 @cuda.jit
