@@ -131,39 +131,15 @@ class AccessWalk(WalkState):
     def _expr(self, target: str, e: Any) -> None:
         op = e.op
         if op in ("getitem", "static_getitem"):
-            if op == "getitem":
-                self._read(e.index)
-            self._subview(target, e.value, e.index)
-            self._opaque_if(target, [e.value])
-            element = bool(self.alias.get(e.value.name)) and not self.alias.get(target)
-            index = e.index
-            one = isinstance(index, int) or (hasattr(index, "name") and self._number(index.name))
-            member = self._number_tuple(e.value.name) and one  # not `t[:0]`, a tuple
-            self._mark(target, "number" if element or member else None)
+            self._getitem(target, e)
         elif op == "getattr":
             self._getattr(target, e)
         elif op == "call":
             self._call(target, e)
         elif op == "build_tuple":
-            ranks = 0
-            for item in e.items:
-                self._hand_back(target, item)
-                used = self._consumed_by(item.name)
-                ranks = -1 if used < 0 or ranks < 0 else ranks + used
-                if self._is_opaque(item):
-                    self.holds_opaque.add(target)
-            self._set_index_rank(target, ranks)
-            self._mark(target, "tuple" if all(self._number(i.name) for i in e.items) else None)
+            self._build_tuple(target, e)
         elif op in ("exhaust_iter", "getiter", "iternext", "pair_first"):
-            self._read(e.value)
-            self._hand_back(target, e.value)
-            if self._is_opaque(e.value):  # iterating over slices gives slices
-                self.holds_opaque.add(target)
-                if op == "pair_first":
-                    self.opaque.add(target)
-            of_numbers = self._number_tuple(e.value.name)
-            self._mark(target, None if not of_numbers else
-                       "number" if op == "pair_first" else "tuple")
+            self._iterate(target, e)
         elif op == "make_function":
             # a function defined in the kernel: what it closes over, it may read or store
             # to when called (calling it is an unknown call)
@@ -171,24 +147,61 @@ class AccessWalk(WalkState):
                 self._escape(var)
                 self._hand_back(target, var)
         else:
-            # arithmetic, casts, tuple concatenation (`f(a, *t)` builds one): what comes
-            # out may hold what went in
-            for var in e.list_vars():
-                self._read(var)
-                self._hand_back(target, var)
-            self._opaque_if(target, e.list_vars())
-            if op not in ("binop", "inplace_binop", "unary", "cast"):
-                self.opaque.add(target)  # a closure, a list, a map: not a number
-            operands = [v.name for v in e.list_vars()]
-            if op == "cast":
-                self._mark(target, self._kind(operands[0]))
-                if operands[0] in self.index_rank:
-                    self._set_index_rank(target, self.index_rank[operands[0]])
-            elif op == "pair_second":
-                self._mark(target, "number")
-            else:
-                self._mark(target, "number" if op != "make_function" and operands and
-                           all(self._number(n) for n in operands) else None)
+            self._compute(target, e)
+
+    def _getitem(self, target: str, e: Any) -> None:
+        if e.op == "getitem":
+            self._read(e.index)
+        self._subview(target, e.value, e.index)
+        self._opaque_if(target, [e.value])
+        element = bool(self.alias.get(e.value.name)) and not self.alias.get(target)
+        index = e.index
+        one = isinstance(index, int) or (hasattr(index, "name") and self._number(index.name))
+        member = self._number_tuple(e.value.name) and one  # not `t[:0]`, a tuple
+        self._mark(target, "number" if element or member else None)
+
+    def _build_tuple(self, target: str, e: Any) -> None:
+        ranks = 0
+        for item in e.items:
+            self._hand_back(target, item)
+            used = self._consumed_by(item.name)
+            ranks = -1 if used < 0 or ranks < 0 else ranks + used
+            if self._is_opaque(item):
+                self.holds_opaque.add(target)
+        self._set_index_rank(target, ranks)
+        self._mark(target, "tuple" if all(self._number(i.name) for i in e.items) else None)
+
+    def _iterate(self, target: str, e: Any) -> None:
+        self._read(e.value)
+        self._hand_back(target, e.value)
+        if self._is_opaque(e.value):  # iterating over slices gives slices
+            self.holds_opaque.add(target)
+            if e.op == "pair_first":
+                self.opaque.add(target)
+        of_numbers = self._number_tuple(e.value.name)
+        self._mark(target, None if not of_numbers else
+                   "number" if e.op == "pair_first" else "tuple")
+
+    def _compute(self, target: str, e: Any) -> None:
+        """Arithmetic, casts, tuple concatenation (`f(a, *t)` builds one): what comes out
+        may hold what went in."""
+        op = e.op
+        for var in e.list_vars():
+            self._read(var)
+            self._hand_back(target, var)
+        self._opaque_if(target, e.list_vars())
+        if op not in ("binop", "inplace_binop", "unary", "cast"):
+            self.opaque.add(target)  # a closure, a list, a map: not a number
+        operands = [v.name for v in e.list_vars()]
+        if op == "cast":
+            self._mark(target, self._kind(operands[0]))
+            if operands[0] in self.index_rank:
+                self._set_index_rank(target, self.index_rank[operands[0]])
+        elif op == "pair_second":
+            self._mark(target, "number")
+        else:
+            self._mark(target, "number" if op != "make_function" and operands and
+                       all(self._number(n) for n in operands) else None)
 
     def _getattr(self, target: str, e: Any) -> None:
         base, attr = e.value.name, e.attr
