@@ -355,6 +355,11 @@ class AccessWalk(WalkState):
             self.holds_opaque.add(target)
             self._mark(target, None)
             return
+        self._take_over(target, args, inner)
+
+    def _take_over(self, target: str, args: list, inner: Any) -> None:
+        """A followed device function's answer (`inner`, its KernelAccess) as ours: what it
+        returns, what it does to the arguments `args` it was given, the globals it names."""
         for ref, value in inner.depends:
             self.depends.setdefault((id(ref.func()), ref.path), (ref, value))
         if inner.returns_index is None:  # it may hand back a slice
