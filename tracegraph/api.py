@@ -31,7 +31,7 @@ from .signature import (
     static_key,
 )
 from .trace import aliased_inputs, trace_function, user_location
-from .trace.guards import stale_error, stale_guard
+from .trace.guards import guarded_now, overlap_said, stale_error, stale_guard
 
 log = logging.getLogger("tracegraph.api")
 
@@ -66,6 +66,7 @@ class CompiledFunction:
         self._written: set[int] = set()  # leaves some compiled graph writes (dynamic calls)
         self._arenas: dict[int | None, Any] = {}  # per device: the memory its graphs share
         self._hot: Any = None  # the executable the last plain call ran (replay_same)
+        self._variants: dict[tuple, tuple] = {}  # key -> its variant for moved captures
         self._hits = self._cache.stats.hits
         functools.update_wrapper(self, fn)
         if not hasattr(self, "__qualname__"):  # a callable object or a partial
@@ -158,6 +159,7 @@ class CompiledFunction:
             self._hot = None
             self._latest = None
             self._arenas = {}
+            self._variants = {}
             self._calls.forget()
 
     def __repr__(self) -> str:
@@ -206,16 +208,24 @@ class CompiledFunction:
 
     def _still_found(self, entry: Compiled | None, call: Call, compile_missing: bool) -> Any:
         """The entry, if every captured array's name (model.w, a global) still finds the
-        array it was traced with; else it is dropped (None: trace again)."""
+        array it was traced with; else the graph traced for the arrays the names find now
+        (kept beside the first: ping-pong buffers swapped between calls trace twice)."""
         stale = stale_guard(entry.program, self._fn, call.leaves) if entry else None
-        if stale is None:
+        if stale is None or entry is None:
             return entry
         if not compile_missing:
             raise stale_error(stale, self.__qualname__)
+        key = (*call.key, ("captured now", guarded_now(entry.program, self._fn, call.leaves)))
+        variant = self._cache.get(key)
+        if variant is not None and stale_guard(variant.program, self._fn, call.leaves) is None:
+            return variant
         log.info("%s: %s moved; tracing again", self.__qualname__, stale.ref.describe())
         with self._lock:
-            self._cache.drop(entry.key)  # type: ignore[union-attr]
-        return None
+            last = self._variants.get(call.key)
+            if last is not None and last != key:  # one variant beside the first graph
+                self._cache.drop(last)
+            self._variants[call.key] = key
+        return self._compile(call.with_key(key))
 
     def _for_captured(self, entry: Compiled, call: Call, *, compile_missing: bool) -> Any:
         """The graph compiled for how this call's device inputs overlap the captured
@@ -304,7 +314,7 @@ class CompiledFunction:
         diffs = device_diffs(best.key, call) or \
             describe_mismatch(best.program, call, self._calls.positional_names)
         if best.key == call.key and best.captured:  # same arguments, other captured overlap
-            diffs = [_captured_overlap(best.program, call)]
+            diffs = [overlap_said(best.program, call)]
         known = len(self._cache)
         return SignatureError(f"{name}.replay() got arguments that match none of its {known} "
                               f"compiled signature(s): " + "; ".join(diffs),
@@ -334,20 +344,6 @@ class BoundCompiledFunction:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._fn, name)
-
-
-def _captured_overlap(program: Program, call: Call) -> str:
-    pairs = aliased_inputs(program.buffers, list(program.inputs), call.infos)
-    changed = sorted(pairs ^ program.aliased_inputs)
-    said = []
-    for device_input, captured in changed:
-        arg = next((i.path for i in program.inputs if i.kind == "array"
-                    and i.buffer == device_input), "?")
-        now = (device_input, captured) in pairs
-        said.append(f"argument {arg} {'overlaps' if now else 'no longer overlaps'} the "
-                    f"device array {program.buffers[captured].name} that a kernel captures "
-                    "(a global or closure variable), unlike in the compiled call")
-    return "; ".join(said) or "a device argument overlaps a captured array differently"
 
 
 def _device_of(call: Call, qualname: str) -> int | None:

@@ -379,4 +379,6 @@ class DynamicScalar:
     # == would otherwise compare identities (`if step == 0:` silently never true), and a
     # hash would look it up by identity (`TABLE.get(step)`, `step in {1}`)
     __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = __hash__ = _refuse
+    # str() and f-strings would bake the traced value's text (repr stays, for messages)
+    __str__ = __format__ = _refuse
     __array__ = _refuse

@@ -30,6 +30,12 @@ def describe_mismatch(program: Program, call: Any,
                              f"({type(inp.value).__name__}), got {leaf!r} "
                              f"({type(leaf).__name__}); Python scalars are baked into the graph")
             continue
+        if inp.kind == "scalar":  # a dynamic scalar: its type is the signature
+            if type(leaf) is not type(inp.value):
+                diffs.append(f"argument {path}: expected a {type(inp.value).__name__} (a "
+                             f"dynamic scalar: its type is part of the signature), got "
+                             f"{type(leaf).__name__} {leaf!r:.40}")
+            continue
         if info is None:
             diffs.append(f"argument {path}: expected {_fmt(inp.dtype, inp.shape, inp.placement)} "
                          f"array, got {type(leaf).__name__} {leaf!r:.40}")

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import SignatureError
 from ..signature import arguments
+from ..signature.call import static_key
 
 _DEPTH = 3       # steps from a root: self.layers[2].w
 _BREADTH = 256   # entries looked at per container or object
@@ -44,6 +45,8 @@ class HostRef:
             elif kind == "closure":
                 cell = fn.__closure__[fn.__code__.co_freevars.index(key)]  # type: ignore[index]
                 value = cell.cell_contents
+            elif kind == "self":  # the instance of a bound method compiled as it is
+                value = fn.__self__  # type: ignore[attr-defined]
             else:
                 value = leaves[key]
             for how, name in self.steps:
@@ -85,6 +88,24 @@ class Guard:
              self.info.placement)
 
 
+@dataclass(frozen=True)
+class ValueGuard:
+    """A Python value the code names (a global `IDX`, `self.mode`) that may pick which
+    captured array a kernel gets (`WL[IDX]`): the graph holds while it is the same."""
+    ref: HostRef
+    key: tuple
+
+    @property
+    def array(self) -> Any:
+        return _GONE
+
+    def holds(self, fn: Callable, leaves: list) -> bool:
+        return static_key(self.ref.resolve(fn, leaves)) == self.key
+
+
+_SELECTORS = (int, float, str, bool, np.integer, np.floating, np.bool_)
+
+
 def stale_guard(program: Any, fn: Callable, leaves: list) -> Guard | None:
     """The first guard of `program` whose path finds another array now (None: none)."""
     return next((g for g in program.guards if not g.holds(fn, leaves)), None)
@@ -102,27 +123,36 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     the function took: `W[2:]`): all of them, since the code may read any one (aliases,
     tied weights). Warn about arrays no path finds."""
     targets = {id(a): a for a in captured}
+    names = _code_names(fn)
     guards: list[Guard] = []
     holders: list[Guard] = []  # paths to other device arrays: views' bases
     for ref, value in _search(fn, leaves, paths):
+        if isinstance(value, _SELECTORS):
+            # (an argument itself is in the signature already)
+            # and not items: a counter the function keeps (`TR[0] += 1`) would retrace it
+            if (ref.steps or ref.root[0] != "leaf") and _named(ref, names) and \
+                    all(how == "." for how, _ in ref.steps):
+                guards.append(ValueGuard(ref, static_key(value)))  # type: ignore[arg-type]
+            continue
         info = arguments.describe(value)
         if info is not None and info.placement == arguments.DEVICE:
             (guards if id(value) in targets else holders).append(Guard(ref, value, info))
-    found = {id(g.array) for g in guards}
     missing = []
     for k, a in targets.items():
-        if k not in found:
-            held = _holders(arguments.describe(a), holders)
-            guards += held
-            if not held:
-                missing.append(a)
+        mine = [g for g in guards if id(g.array) == k] or \
+            _holders(arguments.describe(a), holders)
+        if not any(_named(g.ref, names) for g in mine):
+            missing.append(a)  # only aliases the code never names: its own path is unseen
+        guards += [g for g in mine if id(g.array) != k]
     if missing:
         warnings.warn(f"tracegraph: {name} passed {len(missing)} device array(s) to kernels "
-                      "that are neither its arguments nor found through a global, closure "
-                      "variable or argument attribute (e.g. made by a function it called): "
-                      "the graph keeps them by address, and rebinding where they come from "
-                      "will not be seen by replays. Pass them as arguments of the traced "
-                      f"function (traced at {where})", UserWarning, stacklevel=2)
+                      "that are neither its arguments nor found through a name its code "
+                      "uses (a global, closure variable, or an attribute or item of one of "
+                      "them or of an argument, at most 3 steps; e.g. an array a function it "
+                      "called returned): the graph keeps them by address, and rebinding "
+                      "where they come from will not be seen by replays. Pass them as "
+                      f"arguments of the traced function (traced at {where})", UserWarning,
+                      stacklevel=2)
     return tuple(guards)
 
 
@@ -139,7 +169,8 @@ def _search(fn: Callable, leaves: list, paths: list[str]) -> Iterator[tuple[Host
         value, ref = queue.popleft()
         looked += 1
         try:
-            if arguments.describe(value) is not None:
+            if arguments.describe(value) is not None or (
+                    isinstance(value, _SELECTORS) and len(ref.steps) <= 1):
                 yield ref, value
                 continue
             if seen.get(id(value), 0) >= _ALIASES or len(ref.steps) >= _DEPTH or \
@@ -168,6 +199,9 @@ def _roots(fn: Callable, leaves: list, paths: list[str],
     code = getattr(fn, "__code__", None)
     if code is None:
         return
+    if getattr(fn, "__self__", None) is not None and not isinstance(fn.__self__,  # type: ignore[attr-defined]
+                                                                      types.ModuleType):
+        yield HostRef(("self", "self"), ()), fn.__self__  # type: ignore[attr-defined]
     scope = getattr(fn, "__globals__", {})
     for name in sorted(names):
         if name in scope:
@@ -180,7 +214,8 @@ def _roots(fn: Callable, leaves: list, paths: list[str],
 
 
 def _code_names(fn: Callable) -> frozenset[str]:
-    """Every name fn's code (and the code nested in it) loads: globals and attributes."""
+    """Every name fn's code (and the code nested in it) loads, globals and attributes, and
+    the strings it holds (dict keys: `CFG["w"]`)."""
     names: set[str] = set()
     stack = [getattr(fn, "__code__", None)]
     while stack:
@@ -188,8 +223,15 @@ def _code_names(fn: Callable) -> frozenset[str]:
         if code is None:
             continue
         names.update(code.co_names)
+        names.update(c for c in code.co_consts if isinstance(c, str))
         stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
     return frozenset(names)
+
+
+def _named(ref: HostRef, names: frozenset[str]) -> bool:
+    """Could the code have read the array by this path? Every attribute and string key on
+    it is a name the code uses (`model.head`, an alias the code never names, is not)."""
+    return all(isinstance(key, int) or key in names for _, key in ref.steps)
 
 
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), type, types.FunctionType,
@@ -234,3 +276,25 @@ def _children(value: Any, names: frozenset[str]) -> Iterator[tuple[tuple[str, An
                 continue
             if not callable(child):
                 yield (".", k), child
+
+
+def guarded_now(program: Any, fn: Callable, leaves: list) -> tuple:
+    """What each guard's path finds now, by identity: the key of the graph for them."""
+    return tuple(static_key(g.ref.resolve(fn, leaves)) if isinstance(g, ValueGuard) else
+                 id(g.ref.resolve(fn, leaves)) for g in program.guards)
+
+
+def overlap_said(program: Any, call: Any) -> str:
+    """How the call's device inputs overlap the captured arrays unlike the compiled call's."""
+    from .bind import aliased_inputs  # bind imports this module
+    pairs = aliased_inputs(program.buffers, list(program.inputs), call.infos)
+    changed = sorted(pairs ^ program.aliased_inputs)
+    said = []
+    for device_input, captured in changed:
+        arg = next((i.path for i in program.inputs if i.kind == "array"
+                    and i.buffer == device_input), "?")
+        now = (device_input, captured) in pairs
+        said.append(f"argument {arg} {'overlaps' if now else 'no longer overlaps'} the "
+                    f"device array {program.buffers[captured].name} that a kernel captures "
+                    "(a global or closure variable), unlike in the compiled call")
+    return "; ".join(said) or "a device argument overlaps a captured array differently"

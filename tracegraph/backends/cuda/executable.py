@@ -263,10 +263,11 @@ class CudaExecutable:
         graph = other.built.graph
         try:
             with other._lock:
+                # first: no direct replay of `other` may launch the graph being updated
+                other.armed = other.fast = None
                 self.platform.synchronize()  # its memory goes once it is idle
                 graph.update(self.built.gdef)
                 other.built.graph = None  # ours now: `other` must not close it
-                other.armed = None
             self.built.graph = graph
             self.builder.upload(self.built)
             self.updated = True
@@ -349,11 +350,14 @@ class CudaExecutable:
         return self.platform.dot(self.built.gdef)
 
     def close(self) -> None:
-        self.armed = None
-        graph = self.built.graph if self.built is not None else None
-        if graph is not None and not graph.is_closed:
-            self.platform.synchronize()  # it may still be running
-            graph.close()
+        """Release the executable (evicted): after a call running on it now, and so that
+        no direct replay (Python or C) launches it afterwards."""
+        with self._lock:
+            self.armed = self.fast = None
+            graph = self.built.graph if self.built is not None else None
+            if graph is not None and not graph.is_closed:
+                self.platform.synchronize()  # it may still be running
+                graph.close()
 
 
 def _all_nodes(nodes: tuple) -> list:
