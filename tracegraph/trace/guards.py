@@ -106,14 +106,17 @@ class ValueGuard:
 _SELECTORS = (int, float, str, bool, np.integer, np.floating, np.bool_)
 
 
-def stale_guard(program: Any, fn: Callable, leaves: list) -> Guard | None:
+def stale_guard(program: Any, fn: Callable, leaves: list) -> Guard | ValueGuard | None:
     """The first guard of `program` whose path finds another array now (None: none)."""
     return next((g for g in program.guards if not g.holds(fn, leaves)), None)
 
 
-def stale_error(stale: Guard, qualname: str) -> SignatureError:
-    return SignatureError(f"{stale.ref.describe()} holds another device array than when "
-                          f"{qualname} was traced, and the graph holds the old one by address",
+def stale_error(stale: Guard | ValueGuard, qualname: str) -> SignatureError:
+    what = ("another value than when {q} was traced, which may pick another captured "
+            "device array" if isinstance(stale, ValueGuard) else
+            "another device array than when {q} was traced, and the graph holds the old "
+            "one by address").format(q=qualname)
+    return SignatureError(f"{stale.ref.describe()} holds {what}",
                           fix="call the function (not .replay) to trace it again")
 
 
