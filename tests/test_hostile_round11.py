@@ -139,3 +139,26 @@ def test_a_dynamic_scalar_of_another_type_is_named_on_replay(backend):
     f(np.ones(N), 2.0)
     with pytest.raises(tg.SignatureError, match="expected a float .a dynamic scalar"):
         f.replay(np.ones(N), np.float64(5.0))
+
+
+def test_replay_takes_the_graph_of_the_swapped_order_once_traced(backend):
+    class S:
+        pass
+
+    def body(s):
+        scale[1, N](s.cur, 2.0, s.nxt)
+
+    s = S()
+    s.cur, s.nxt = cuda.to_device(np.ones(N)), cuda.device_array(N)
+    f = tg.compile(body, backend=backend)
+    f(s)
+    s.cur, s.nxt = s.nxt, s.cur
+    f(s)  # traces the swapped order
+    s.cur, s.nxt = s.nxt, s.cur
+    f.replay(s)
+    s.cur, s.nxt = s.nxt, s.cur
+    f.replay(s)  # both orders replay without tracing
+    np.testing.assert_array_equal(_host(s.nxt), np.full(N, 16.0))
+    s.nxt = cuda.device_array(N)  # a third array: replay() cannot follow it
+    with pytest.raises(tg.SignatureError, match="holds another device array"):
+        f.replay(s)

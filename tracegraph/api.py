@@ -213,17 +213,18 @@ class CompiledFunction:
         stale = stale_guard(entry.program, self._fn, call.leaves) if entry else None
         if stale is None or entry is None:
             return entry
-        if not compile_missing:
-            raise stale_error(stale, self.__qualname__)
         key = (*call.key, ("captured now", guarded_now(entry.program, self._fn, call.leaves)))
         variant = self._cache.get(key)
         if variant is not None and stale_guard(variant.program, self._fn, call.leaves) is None:
             return variant
+        if not compile_missing:
+            raise stale_error(stale, self.__qualname__)
         log.info("%s: %s moved; tracing again", self.__qualname__, stale.ref.describe())
         with self._lock:
             last = self._variants.get(call.key)
-            if last is not None and last != key:  # one variant beside the first graph
-                self._cache.drop(last)
+            for old in (last, key if variant is not None else None):
+                if old is not None:  # one variant beside the first graph, never stale
+                    self._cache.drop(old)
             self._variants[call.key] = key
         return self._compile(call.with_key(key))
 
