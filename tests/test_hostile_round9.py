@@ -75,8 +75,9 @@ def test_a_global_and_a_dict_entry_rebound_between_calls_are_followed(backend):
     CFG["w"] = cuda.to_device(np.full(N, 1.0))
     np.testing.assert_array_equal(_host(f(x)), np.arange(N) * 5.0)
     np.testing.assert_array_equal(_host(f(x)), np.arange(N) * 5.0)  # a replay again
-    # the first graph and one for what the names find now (the one before it dropped)
-    assert len(f.compiled) == 2
+    # the first graph and one per set of arrays the names found since (a few are kept)
+    from tracegraph.trace.guards import VARIANTS
+    assert len(f.compiled) == 3 <= 1 + VARIANTS
 
 
 def test_a_view_of_a_captured_global_follows_its_base(backend):

@@ -31,7 +31,7 @@ from .signature import (
     static_key,
 )
 from .trace import aliased_inputs, trace_function, user_location
-from .trace.guards import guarded_now, overlap_said, stale_error, stale_guard
+from .trace.guards import VARIANTS, guarded_now, overlap_said, retraced, stale_error, stale_guard
 
 log = logging.getLogger("tracegraph.api")
 
@@ -66,7 +66,8 @@ class CompiledFunction:
         self._written: set[int] = set()  # leaves some compiled graph writes (dynamic calls)
         self._arenas: dict[int | None, Any] = {}  # per device: the memory its graphs share
         self._hot: Any = None  # the executable the last plain call ran (replay_same)
-        self._variants: dict[tuple, tuple] = {}  # key -> its variant for moved captures
+        self._variants: dict[tuple, list] = {}  # key -> its variants' for moved captures
+        self._retraces = 0  # traces because a captured array's name found another
         self._hits = self._cache.stats.hits
         functools.update_wrapper(self, fn)
         if not hasattr(self, "__qualname__"):  # a callable object or a partial
@@ -178,7 +179,7 @@ class CompiledFunction:
             return None
         executable = entry.executable
         if arm is not None and padded is None and hasattr(executable, "replay_same") and \
-                not entry.captured and _same_objects(arm, call.leaves):
+                not entry.guarded and _same_objects(arm, call.leaves):
             result = executable.run(call.leaves, call.infos, stream, arm=True)
             self._hot = executable
             return result
@@ -207,25 +208,27 @@ class CompiledFunction:
         return entry
 
     def _still_found(self, entry: Compiled | None, call: Call, compile_missing: bool) -> Any:
-        """The entry, if every captured array's name (model.w, a global) still finds the
-        array it was traced with; else the graph traced for the arrays the names find now
-        (kept beside the first: ping-pong buffers swapped between calls trace twice)."""
+        """The entry, if every captured array's name (model.w, a global) still finds what it
+        was traced with; else the graph traced for what they find now (a few kept beside)."""
         stale = stale_guard(entry.program, self._fn, call.leaves) if entry else None
         if stale is None or entry is None:
             return entry
-        key = (*call.key, ("captured now", guarded_now(entry.program, self._fn, call.leaves)))
+        # (entry.key: an overlap variant's own, so the overlap stays part of the key)
+        key = (*entry.key, ("captured now", guarded_now(entry.program, self._fn, call.leaves)))
         variant = self._cache.get(key)
         if variant is not None and stale_guard(variant.program, self._fn, call.leaves) is None:
             return variant
         if not compile_missing:
             raise stale_error(stale, self.__qualname__)
-        log.info("%s: %s moved; tracing again", self.__qualname__, stale.ref.describe())
         with self._lock:
-            last = self._variants.get(call.key)
-            for old in (last, key if variant is not None else None):
-                if old is not None:  # one variant beside the first graph, never stale
-                    self._cache.drop(old)
-            self._variants[call.key] = key
+            kept = self._variants.setdefault(entry.key, [])  # oldest first
+            if variant is not None:  # a stale one is never reused
+                self._cache.drop(key)
+            kept[:] = [k for k in kept if k != key and k in self._cache.entries]
+            while len(kept) >= VARIANTS:  # ping-pong, triple buffering: a few beside it
+                self._cache.drop(kept.pop(0))
+            kept.append(key)
+            self._retraces = retraced(self.__qualname__, stale, self._retraces + 1)
         return self._compile(call.with_key(key))
 
     def _for_captured(self, entry: Compiled, call: Call, *, compile_missing: bool) -> Any:

@@ -32,6 +32,13 @@ class Compiled:
         inputs is part of what was compiled)?"""
         return any(b.kind == "external" for b in self.program.buffers)
 
+    @functools.cached_property
+    def guarded(self) -> bool:
+        """Is it chosen by what captured arrays' names find (so every call must look)?
+        Also a graph traced when they found others, which itself captures none."""
+        return self.captured or any(isinstance(k, tuple) and k[:1] == ("captured now",)
+                                    for k in self.key)
+
     @property
     def topology(self) -> tuple:
         """What cudaGraphExecUpdate needs to be equal: the device, node kinds and edges."""

@@ -9,6 +9,7 @@ found by no path is named in a warning at trace time: rebinding it is not seen.
 """
 from __future__ import annotations
 
+import enum
 import itertools
 import types
 import warnings
@@ -103,7 +104,9 @@ class ValueGuard:
         return static_key(self.ref.resolve(fn, leaves)) == self.key
 
 
-_SELECTORS = (int, float, str, bool, np.integer, np.floating, np.bool_)
+_SELECTORS = (int, float, str, bool, np.integer, np.floating, np.bool_, type(None), enum.Enum)
+VARIANTS = 3      # graphs kept per signature for what captured arrays' names find now
+_RETRACES = 8     # traces for moved captured arrays before a warning says what to do
 
 
 def stale_guard(program: Any, fn: Callable, leaves: list) -> Guard | ValueGuard | None:
@@ -132,9 +135,10 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     for ref, value in _search(fn, leaves, paths):
         if isinstance(value, _SELECTORS):
             # (an argument itself is in the signature already)
-            # and not items: a counter the function keeps (`TR[0] += 1`) would retrace it
+            # and no list items: a counter the function keeps (`TR[0] += 1`) would retrace
+            # it on every call (a config entry, `CFG["layer"]`, is looked at)
             if (ref.steps or ref.root[0] != "leaf") and _named(ref, names) and \
-                    all(how == "." for how, _ in ref.steps):
+                    all(how == "." or isinstance(key, str) for how, key in ref.steps):
                 guards.append(ValueGuard(ref, static_key(value)))  # type: ignore[arg-type]
             continue
         info = arguments.describe(value)
@@ -144,7 +148,8 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     for k, a in targets.items():
         mine = [g for g in guards if id(g.array) == k] or \
             _holders(arguments.describe(a), holders)
-        if not any(_named(g.ref, names) for g in mine):
+        selectors = [g.ref for g in guards if isinstance(g, ValueGuard)]
+        if not any(_named(g.ref, names) or _picked(g.ref, selectors) for g in mine):
             missing.append(a)  # only aliases the code never names: its own path is unseen
         guards += [g for g in mine if id(g.array) != k]
     if missing:
@@ -173,7 +178,7 @@ def _search(fn: Callable, leaves: list, paths: list[str]) -> Iterator[tuple[Host
         looked += 1
         try:
             if arguments.describe(value) is not None or (
-                    isinstance(value, _SELECTORS) and len(ref.steps) <= 1):
+                    isinstance(value, _SELECTORS) and len(ref.steps) <= 2):
                 yield ref, value
                 continue
             if seen.get(id(value), 0) >= _ALIASES or len(ref.steps) >= _DEPTH or \
@@ -186,6 +191,13 @@ def _search(fn: Callable, leaves: list, paths: list[str]) -> Iterator[tuple[Host
                 queue.append((child, HostRef(ref.root, (*ref.steps, step))))
         except Exception:  # a __getattr__ or property that raises: nothing found there
             continue
+
+
+def _picked(ref: HostRef, selectors: list[HostRef]) -> bool:
+    """Is a value the code names an attribute of the object holding the array there
+    (`getattr(e, e.which)`: the array at e.w_a, the selector at e.which)?"""
+    return any(r.root == ref.root and r.steps[:-1] == ref.steps[:-1] for r in selectors
+               if ref.steps)
 
 
 def _holders(info: Any, holders: list[Guard]) -> list[Guard]:
@@ -282,9 +294,37 @@ def _children(value: Any, names: frozenset[str]) -> Iterator[tuple[tuple[str, An
 
 
 def guarded_now(program: Any, fn: Callable, leaves: list) -> tuple:
-    """What each guard's path finds now, by identity: the key of the graph for them."""
-    return tuple(static_key(g.ref.resolve(fn, leaves)) if isinstance(g, ValueGuard) else
-                 id(g.ref.resolve(fn, leaves)) for g in program.guards)
+    """What each guard's path finds now (a value, or an array's memory and layout, so a
+    fresh view over the same memory is the same): the key of the graph for them."""
+    return tuple(_value_key(g.ref.resolve(fn, leaves)) if isinstance(g, ValueGuard) else
+                 _memory(g.ref.resolve(fn, leaves)) for g in program.guards)
+
+
+def _value_key(value: Any) -> Any:
+    """A selector's value as a key (it may find an object now: `OVERRIDE = array`)."""
+    return static_key(value) if isinstance(value, _SELECTORS) else \
+        ("object", _memory(value) or id(value))
+
+
+def _memory(value: Any) -> tuple | None:
+    try:
+        info = arguments.describe(value) if value is not _GONE else None
+    except Exception:
+        return None
+    return None if info is None else (info.ptr, info.shape, info.strides, str(info.dtype))
+
+
+def retraced(qualname: str, stale: Any, count: int) -> int:
+    """Say once, at _RETRACES, that moved captured arrays keep tracing the function;
+    returns the count."""
+    if count == _RETRACES:
+        warnings.warn(f"tracegraph: {qualname} was traced again {count} times because "
+                      f"{stale.ref.describe()} (and the like) found another array or value "
+                      "than its graphs were traced with: each trace builds a graph. Pass "
+                      "arrays that change between calls as arguments (a moved argument "
+                      "costs a re-point, not a trace), and values as arguments or "
+                      "dynamic={...: 'value'}", UserWarning, stacklevel=4)
+    return count
 
 
 def overlap_said(program: Any, call: Any) -> str:
