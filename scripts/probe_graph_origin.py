@@ -17,27 +17,20 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from launch_probe import BLOCK, GRID, SIZE, axpb, numba_params, ok, rounds
-from numba import cuda, types
+from launch_probe import BLOCK, GRID, SIZE, axpb, compiled_axpb, ok, rounds
+from numba import cuda
 
 
 def main() -> None:
     import cupy as cp
     from cuda.bindings import driver
-    from cuda.core import Device
     from cuda.core.graph import GraphDefinition
     from tracegraph.backends.cuda._graphlaunch import launch as c_launch
 
     import tracegraph as tg
     import tracegraph.backends.cuda.handles
-    from tracegraph import _numba
     from tracegraph.backends.cuda import rawnodes
-    Device().set_current()
-    x = cuda.to_device(np.linspace(0, 2, SIZE, dtype=np.float32))
-    axpb[GRID, BLOCK](x, np.float32(0.999), np.float32(0.001))
-    cuda.synchronize()
-    kernel, _ = _numba.compiled_kernel(axpb, (types.float32[::1], types.float32, types.float32))
-    args = numba_params(x.device_ctypes_pointer.value)
+    _, x, kernel, args = compiled_axpb()
     keep: list = []
     execs: dict[str, int] = {}
 

@@ -8,29 +8,20 @@ back to back, median of 30 samples, two interleaved rounds.
 """
 from __future__ import annotations
 
-import json
 import sys
 
 import numpy as np
-from launch_probe import BLOCK, GRID, SIZE, axpb, host_us, numba_params, ok
-from numba import cuda, types
+from launch_probe import BLOCK, GRID, axpb, compiled_axpb, ok, per_stream, rounds
+from numba import cuda
 
 
 def main() -> None:
     import cupy as cp
     from cuda.bindings import driver
-    from cuda.core import Device, LaunchConfig
+    from cuda.core import LaunchConfig
     from cuda.core.graph import GraphDefinition
-    from tracegraph.backends.cuda._graphlaunch import launch as c_launch
 
-    from tracegraph import _numba
-    dev = Device()
-    dev.set_current()
-    x = cuda.to_device(np.linspace(0, 2, SIZE, dtype=np.float32))
-    axpb[GRID, BLOCK](x, np.float32(0.999), np.float32(0.001))
-    cuda.synchronize()
-    kernel, _ = _numba.compiled_kernel(axpb, (types.float32[::1], types.float32, types.float32))
-    args = numba_params(x.device_ctypes_pointer.value)
+    dev, x, kernel, args = compiled_axpb()
 
     def definition():
         g = GraphDefinition()
@@ -80,22 +71,8 @@ def main() -> None:
     keep += [gb, e7]
     execs["core_capture"] = int(e7.handle)
     core_stream = dev.create_stream()
-    streams = {"legacy": 0, "core_stream": int(core_stream.handle)}
-    found = {}
-    for name, e in execs.items():
-        for sname, sp in streams.items():
-            found[f"{name}/{sname}"] = (lambda e=e, sp=sp: c_launch(e, sp),
-                                        lambda sp=sp: driver.cuStreamSynchronize(
-                                            driver.CUstream(sp)))
-    results: dict = {}
-    for _ in range(2):
-        for name, (launch, sync) in found.items():
-            results.setdefault(name, []).append(host_us(launch, sync))
-    for name, v in sorted(results.items()):
-        print(f"{name:55s} {' '.join(f'{u:.2f}' for u in v)} us per launch")
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as fh:
-            json.dump(results, fh, indent=1)
+    found = per_stream(execs, {"legacy": 0, "core_stream": int(core_stream.handle)})
+    rounds(found, sys.argv[1] if len(sys.argv) > 1 else None, 55, sort=True)
     del keep
 
 

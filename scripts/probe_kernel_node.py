@@ -10,12 +10,11 @@ launch, 100 back to back through tracegraph's C helper, median of 30; two rounds
 from __future__ import annotations
 
 import ctypes
-import json
 import sys
 
 import numpy as np
-from launch_probe import BLOCK, GRID, SIZE, axpb, host_us, numba_params, ok
-from numba import cuda, types
+from launch_probe import BLOCK, GRID, axpb, compiled_axpb, ok, per_stream, rounds
+from numba import cuda
 
 
 def describe(driver, graph) -> list[str]:
@@ -37,18 +36,10 @@ def describe(driver, graph) -> list[str]:
 def main() -> None:
     import cupy as cp
     from cuda.bindings import driver
-    from cuda.core import Device, LaunchConfig
+    from cuda.core import LaunchConfig
     from cuda.core.graph import GraphDefinition
-    from tracegraph.backends.cuda._graphlaunch import launch as c_launch
 
-    from tracegraph import _numba
-    dev = Device()
-    dev.set_current()
-    x = cuda.to_device(np.linspace(0, 2, SIZE, dtype=np.float32))
-    axpb[GRID, BLOCK](x, np.float32(0.999), np.float32(0.001))
-    cuda.synchronize()
-    kernel, _ = _numba.compiled_kernel(axpb, (types.float32[::1], types.float32, types.float32))
-    args = numba_params(x.device_ctypes_pointer.value)
+    dev, x, kernel, args = compiled_axpb()
     report: dict = {}
     keep: list = []
     execs = {}
@@ -136,23 +127,11 @@ def main() -> None:
     if len(sys.argv) > 2:  # the cuda.core graph as the driver prints it, verbosely
         ok((driver.cuGraphDebugDotPrint(g.handle, sys.argv[2].encode(), 1)[0], None))
     core_stream = dev.create_stream()
-    found = {}
-    for name, e in execs.items():
-        for sname, sp in (("legacy", 0), ("core_stream", int(core_stream.handle))):
-            found[f"{name}/{sname}"] = (lambda e=e, sp=sp: c_launch(e, sp),
-                                        lambda sp=sp: driver.cuStreamSynchronize(
-                                            driver.CUstream(sp)))
-    results: dict = {}
-    for _ in range(2):
-        for name, (launch, sync) in found.items():
-            results.setdefault(name, []).append(host_us(launch, sync))
     for k, v in report.items():
         print(k, v)
-    for name, v in sorted(results.items()):
-        print(f"{name:40s} {' '.join(f'{u:.2f}' for u in v)} us per launch")
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as fh:
-            json.dump({"nodes": report, "host_us": results}, fh, indent=1)
+    found = per_stream(execs, {"legacy": 0, "core_stream": int(core_stream.handle)})
+    rounds(found, sys.argv[1] if len(sys.argv) > 1 else None, 40, sort=True,
+           extra={"nodes": report})
     del keep
 
 

@@ -9,28 +9,20 @@ per launch, 100 launches back to back (median of 30 samples; two rounds, interle
 """
 from __future__ import annotations
 
-import json
 import sys
 
 import numpy as np
-from launch_probe import BLOCK, GRID, SIZE, axpb, host_us, numba_params
-from numba import cuda, types
+from launch_probe import BLOCK, GRID, axpb, compiled_axpb, rounds
+from numba import cuda
 
 
 def main() -> None:
     import cupy as cp
     from cuda.bindings import driver
-    from cuda.core import Device, LaunchConfig
+    from cuda.core import LaunchConfig
     from cuda.core.graph import GraphDefinition
 
-    from tracegraph import _numba
-    dev = Device()
-    dev.set_current()
-    x = cuda.to_device(np.linspace(0, 2, SIZE, dtype=np.float32))
-    axpb[GRID, BLOCK](x, np.float32(0.999), np.float32(0.001))
-    cuda.synchronize()
-    kernel, _ = _numba.compiled_kernel(axpb, (types.float32[::1], types.float32, types.float32))
-    args = numba_params(x.device_ctypes_pointer.value)
+    dev, x, kernel, args = compiled_axpb()
     g = GraphDefinition()
     g.launch(LaunchConfig(grid=GRID, block=BLOCK), kernel, *args)
     core_graph = g.instantiate()
@@ -72,15 +64,7 @@ def main() -> None:
     found["cupy_graph/cupy_stream/Graph.launch"] = (lambda: cupy_graph.launch(s), s.synchronize)
     found["core_graph/core_stream/Graph.launch"] = (lambda: core_graph.launch(core_stream),
                                                     core_stream.sync)
-    results: dict = {}
-    for _ in range(2):
-        for name, (launch, sync) in found.items():
-            results.setdefault(name, []).append(host_us(launch, sync))
-    for name, v in sorted(results.items()):
-        print(f"{name:45s} {' '.join(f'{u:.2f}' for u in v)} us per launch")
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as fh:
-            json.dump(results, fh, indent=1)
+    rounds(found, sys.argv[1] if len(sys.argv) > 1 else None, 45, sort=True)
 
 
 if __name__ == "__main__":

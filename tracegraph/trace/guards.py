@@ -132,7 +132,7 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     names = _code_names(fn)
     guards: list[Guard] = []
     holders: list[Guard] = []  # paths to other device arrays: views' bases
-    for ref, value in _search(fn, leaves, paths):
+    for ref, value in _search(fn, leaves, paths, names):
         if isinstance(value, _SELECTORS):
             # (an argument itself is in the signature already)
             # and no list items: a counter the function keeps (`TR[0] += 1`) would retrace
@@ -164,11 +164,11 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     return tuple(guards)
 
 
-def _search(fn: Callable, leaves: list, paths: list[str]) -> Iterator[tuple[HostRef, Any]]:
+def _search(fn: Callable, leaves: list, paths: list[str],
+            names: frozenset[str]) -> Iterator[tuple[HostRef, Any]]:
     """Breadth first from the roots, every path to a device array (up to _DEPTH steps,
     _VISITS objects looked into, _LOOKS values looked at); an object that raises is
     skipped."""
-    names = _code_names(fn)
     seen: dict[int, int] = {}  # object -> paths looked into it by (aliases: a few)
     queue: deque[tuple[Any, HostRef]] = deque((v, r) for r, v in _roots(fn, leaves, paths,
                                                                          names))

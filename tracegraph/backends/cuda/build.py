@@ -34,9 +34,6 @@ class BuiltGraph:
     args: dict[int, list] = field(default_factory=dict)      # kernel node -> parameters
     copies: dict[int, list] = field(default_factory=dict)    # memcpy node -> [dst, src, n]
     captures: dict[int, Any] = field(default_factory=dict)   # library node -> its capture
-    # nodes of conditional bodies: what they hold (a host node's function pointer) must
-    # live as long as the graph
-    keep: list = field(default_factory=list)
     graph: Any = None
 
 
@@ -303,7 +300,7 @@ class GraphBuilder:
         """A body's nodes in `root` (a body graph): its sinks and its edges (not added
         yet). Nothing in a body is re-pointed, so what its builders record goes to a
         scratch record."""
-        scratch = BuiltGraph(built.gdef, keep=built.keep)  # one list, nested bodies too
+        scratch = BuiltGraph(built.gdef)
         edges: list[tuple[Any, Any]] = []
         used: set[int] = set()
         for n in nodes:
@@ -311,7 +308,6 @@ class GraphBuilder:
             if n.kind != OpKind.CONDITIONAL:
                 _after_deps(scratch, n, g, edges)
             scratch.nodes[n.index] = g
-            built.keep.append(g)
             used.update(n.deps)
         return [scratch.nodes[n.index] for n in nodes if n.index not in used], edges
 

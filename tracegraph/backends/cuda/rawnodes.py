@@ -191,14 +191,20 @@ class ExecutableNode:
 
     def __init__(self, graph: Executable, node: Any):
         self.graph, self.node = graph, _node_handle(node)
+        self._params: Any = None  # the node's own, read once (replay.py keeps this view)
+        self._ctx: Any = None
 
     def update(self, **p: Any) -> None:
         drv = driver()
-        err, ctx = drv.cuCtxGetCurrent()
-        check(err, "cuCtxGetCurrent")
+        if self._params is None:
+            err, self._ctx = drv.cuCtxGetCurrent()
+            check(err, "cuCtxGetCurrent")
+            get = drv.cuGraphMemcpyNodeGetParams if "src" in p else drv.cuGraphMemsetNodeGetParams
+            err, self._params = get(self.node)
+            check(err, "cuGraph*NodeGetParams")
+        ctx = self._ctx
         if "src" in p:
-            err, c = drv.cuGraphMemcpyNodeGetParams(self.node)
-            check(err, "cuGraphMemcpyNodeGetParams")
+            c = self._params
             host = drv.CUmemorytype.CU_MEMORYTYPE_HOST
             if c.srcMemoryType == host:
                 c.srcHost = int(p["src"])
@@ -212,8 +218,7 @@ class ExecutableNode:
             (err,) = drv.cuGraphExecMemcpyNodeSetParams(self.graph.handle, self.node, c, ctx)
             check(err, "cuGraphExecMemcpyNodeSetParams")
             return
-        err, m = drv.cuGraphMemsetNodeGetParams(self.node)
-        check(err, "cuGraphMemsetNodeGetParams")
+        m = self._params
         m.dst, m.value, m.width = int(p["dst"]), int(p["value"]), int(p["width"])
         (err,) = drv.cuGraphExecMemsetNodeSetParams(self.graph.handle, self.node, m, ctx)
         check(err, "cuGraphExecMemsetNodeSetParams")
