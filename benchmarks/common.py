@@ -68,7 +68,9 @@ class Bench:
 class Env:
     """What is importable and usable on this machine, probed once."""
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, libraries: tuple[str, ...] = ("torch", "cupy")):
+        """`libraries`: the peers to load (a contender timed in a process of its own loads
+        only what it needs)."""
         self.cfg = cfg
         from numba import config as nconfig
         from numba import cuda
@@ -96,8 +98,8 @@ class Env:
             self.cc = tuple(dev.compute_capability)
             cuda.current_context()          # makes the primary context current
             self._sync = _driver_sync() or cuda.synchronize
-        self.torch = self._probe_torch()
-        self.cupy = self._probe_cupy()
+        self.torch = self._probe_torch() if "torch" in libraries else None
+        self.cupy = self._probe_cupy() if "cupy" in libraries else None
         self.tg, self.tg_error = _probe_tracegraph()
         self.nvcc = self._probe_nvcc()
         self._versions()

@@ -68,3 +68,14 @@ def test_tracegraph_contenders(smoke):
                r.get("check")) for r in rows
               if r["status"] != "ok" or str(r.get("check", "")).startswith("MISMATCH")]
     assert not failed, failed
+
+
+def test_w1_own_process_rows():
+    """W1's graph contenders timed in a process of their own print their rows as JSON."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.w1_chain", "tracegraph", "smoke"],
+                          cwd=ROOT, env=env, check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [(r["case"], r["status"], r["check"]) for r in rows] == [("N=3", "ok", "ok")]

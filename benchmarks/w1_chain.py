@@ -7,7 +7,7 @@ step (one full chain) and per node (step / N).
 import numpy as np
 from numba import cuda
 
-from benchmarks.common import Bench, Skip, compare, run_bench
+from benchmarks.common import Bench, Skip, compare, error_row, run_bench
 from benchmarks.contenders import (
     capture_numba,
     cupy_graph,
@@ -136,6 +136,13 @@ def builders(env, n, size, block):
             ("cupy_eager", cupy_eager), ("cupy_graph", lambda: cupy_eager(True))]
 
 
+# Graph contenders also timed each in a process of its own, as the C++ graph is: inside
+# this process every Python contender's graph ran 15-20% more GPU time per node than the
+# same graph in a process of its own (docs/performance.md, "Why W1's per-node target
+# reads missed"), so the per-node comparison with C++ is made between lone processes.
+OWN_PROCESS = {"numba_capture": (), "tracegraph": (), "cupy_graph": ("cupy",)}
+
+
 def run(env, native=None):
     s = sizes(env.cfg)
     rows = []
@@ -145,4 +152,51 @@ def run(env, native=None):
             rows.append(run_bench(env, ID, case, name, build))
         if native is not None:
             rows.extend(native.w1_rows(env, ID, case, n))
+    if env.gpu:
+        for name in OWN_PROCESS:
+            rows.extend(own_process_rows(env, name))
     return rows
+
+
+def own_process_rows(env, name):
+    """`name`'s rows for every N, timed in a fresh Python process that loads only what it
+    needs; the contender is reported as `<name>_own_process`."""
+    import json
+    import subprocess
+    import sys
+    label = f"{name}_own_process"
+    cmd = [sys.executable, "-m", "benchmarks.w1_chain", name, env.cfg.mode]
+    try:
+        done = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600,
+                              cwd=_root())
+        rows = json.loads(done.stdout.strip().splitlines()[-1])
+    except Exception as e:  # noqa: BLE001
+        detail = getattr(e, "stderr", "") or ""
+        return [error_row(ID, f"N={n}", label, RuntimeError(f"{e} {detail[-1500:]}"))
+                for n in sizes(env.cfg)["ns"]]
+    for r in rows:
+        r["contender"] = label
+        r["note"] = (r.get("note") or "") + " (timed in a process of its own)"
+    return rows
+
+
+def _root():
+    import os
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _own_process_main(name, mode):
+    import json
+    from benchmarks.common import Config, Env
+    env = Env(Config.for_mode(mode), libraries=OWN_PROCESS[name])
+    s = sizes(env.cfg)
+    rows = []
+    for n in s["ns"]:
+        build = dict(builders(env, n, s["size"], s["block"]))[name]
+        rows.append(run_bench(env, ID, f"N={n}", name, build))
+    print(json.dumps(rows, default=str))
+
+
+if __name__ == "__main__":
+    import sys
+    _own_process_main(sys.argv[1], sys.argv[2])

@@ -5,12 +5,32 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <dlfcn.h>
+#include <stdint.h>
+#include <string.h>
 
 typedef int (*graph_launch_fn)(void *exec, void *stream);
 typedef int (*error_name_fn)(int code, const char **name);
 
+/* CUDA_KERNEL_NODE_PARAMS_v2 of cuda.h (CUDA 12 and 13) */
+typedef struct {
+    void *func;
+    unsigned int grid[3], block[3], shared;
+    void **params;
+    void **extra;
+    void *kern, *ctx;
+} kernel_node_params;
+typedef int (*add_kernel_node_fn)(void **node, void *graph, const void *deps, size_t ndeps,
+                                  const kernel_node_params *p);
+
 static graph_launch_fn graph_launch = NULL;
 static error_name_fn error_name = NULL;
+static add_kernel_node_fn add_kernel_node = NULL;
+
+static void set_cuda_error(const char *call, int rc) {
+    const char *name = NULL;
+    if (error_name == NULL || error_name(rc, &name) != 0 || name == NULL) name = "CUDA_ERROR";
+    PyErr_Format(PyExc_RuntimeError, "%s failed: %s (%d)", call, name, rc);
+}
 
 static PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -27,9 +47,7 @@ static PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     int rc = graph_launch(exec, stream);
     if (rc != 0) {
-        const char *name = NULL;
-        if (error_name == NULL || error_name(rc, &name) != 0 || name == NULL) name = "CUDA_ERROR";
-        PyErr_Format(PyExc_RuntimeError, "cuGraphLaunch failed: %s (%d)", name, rc);
+        set_cuda_error("cuGraphLaunch", rc);
         return NULL;
     }
     Py_RETURN_NONE;
@@ -90,10 +108,7 @@ static PyObject *replay(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         int rc = graph_launch(exec, stream);
         if (rc != 0) {
-            const char *name = NULL;
-            if (error_name == NULL || error_name(rc, &name) != 0 || name == NULL)
-                name = "CUDA_ERROR";
-            PyErr_Format(PyExc_RuntimeError, "cuGraphLaunch failed: %s (%d)", name, rc);
+            set_cuda_error("cuGraphLaunch", rc);
             out = NULL;
             goto done;
         }
@@ -106,7 +121,75 @@ done:
     return out;
 }
 
+/* add_kernel_nodes(graph, specs): kernel nodes at the root of `graph`, one per spec
+ * (function, gx, gy, gz, bx, by, bz, shared, values: bytes, offsets: tuple of the byte
+ * offset of each parameter's value in `values`), through cuGraphAddKernelNode_v2 (the
+ * driver copies the values). The new nodes' handles, in order; NotImplemented where the
+ * driver has no such call. One C loop instead of a Python call and a parameter struct per
+ * node: what made W5's build cost about 20 us a node (docs/performance.md). */
+static PyObject *add_kernel_nodes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "add_kernel_nodes(graph: int, specs: list)");
+        return NULL;
+    }
+    if (add_kernel_node == NULL) Py_RETURN_NOTIMPLEMENTED;
+    void *graph = PyLong_AsVoidPtr(args[0]);
+    if (PyErr_Occurred()) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(args[1]);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    void *pointers[64];
+    double storage[128]; /* 8-byte aligned room for the values of a node */
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *spec = PyList_GET_ITEM(args[1], k);
+        unsigned long long func;
+        kernel_node_params p;
+        const char *values;
+        Py_ssize_t nbytes;
+        PyObject *offsets;
+        memset(&p, 0, sizeof p);
+        if (!PyArg_ParseTuple(spec, "KIIIIIIIy#O!", &func, &p.grid[0], &p.grid[1], &p.grid[2],
+                              &p.block[0], &p.block[1], &p.block[2], &p.shared, &values,
+                              &nbytes, &PyTuple_Type, &offsets))
+            goto fail;
+        Py_ssize_t count = PyTuple_GET_SIZE(offsets);
+        if (count > 64 || nbytes > (Py_ssize_t)sizeof storage) {
+            PyErr_SetString(PyExc_ValueError, "add_kernel_nodes: more than 64 parameters "
+                                              "or 1 KiB of values");
+            goto fail;
+        }
+        memcpy(storage, values, (size_t)nbytes);
+        for (Py_ssize_t i = 0; i < count; i++) {
+            Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(offsets, i));
+            if (at < 0 || at >= nbytes) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "add_kernel_nodes: offset out of range");
+                goto fail;
+            }
+            pointers[i] = (char *)storage + at;
+        }
+        p.func = (void *)(uintptr_t)func;
+        p.params = count ? pointers : NULL;
+        void *node = NULL;
+        int rc = add_kernel_node(&node, graph, NULL, 0, &p);
+        if (rc != 0) {
+            set_cuda_error("cuGraphAddKernelNode", rc);
+            goto fail;
+        }
+        PyObject *handle = PyLong_FromVoidPtr(node);
+        if (handle == NULL) goto fail;
+        PyList_SET_ITEM(out, k, handle);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"add_kernel_nodes", (PyCFunction)(void (*)(void))add_kernel_nodes, METH_FASTCALL,
+     "add_kernel_nodes(graph, specs): kernel nodes at the graph's root; their handles"},
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
      "launch(graph_exec: int, stream: int): cuGraphLaunch; raises RuntimeError on failure"},
     {"replay", (PyCFunction)(void (*)(void))replay, METH_FASTCALL,
@@ -122,6 +205,7 @@ PyMODINIT_FUNC PyInit__graphlaunch(void) {
     if (lib != NULL) {
         graph_launch = (graph_launch_fn)dlsym(lib, "cuGraphLaunch");
         error_name = (error_name_fn)dlsym(lib, "cuGetErrorName");
+        add_kernel_node = (add_kernel_node_fn)dlsym(lib, "cuGraphAddKernelNode_v2");
     }
     str_armed = PyUnicode_InternFromString("armed");
     str_fast = PyUnicode_InternFromString("fast");

@@ -52,11 +52,15 @@ class GraphBuilder:
                           OpKind.CONDITIONAL: self._conditional,
                           OpKind.LIBRARY: self._library}
         self._priorities = _uses_priority(plan.nodes)
+        self._pending: list[tuple[_Pending, tuple]] = []  # root kernel nodes to make
+        self._resolved: dict[int, list] = {}  # id(node.params) -> their values, this build
 
     def build(self, instantiate: bool = True) -> BuiltGraph:
         """Every node at the root of its graph, then the graph's edges in one call."""
         built = BuiltGraph(self.platform.new_graph())
         edges: list[tuple[Any, Any]] = []
+        self._pending = []
+        self._resolved = {}
         for node in self.plan.nodes:
             try:
                 g = self._builders[node.kind](built, node, built.gdef, edges)
@@ -69,6 +73,7 @@ class GraphBuilder:
             if node.kind != OpKind.CONDITIONAL:  # it joins its own helper node to them
                 _after_deps(built, node, g, edges)
             built.nodes[node.index] = g
+        self._add_pending(built, edges)
         try:
             self._input_copies(built, edges)
             if BRACKET:
@@ -148,14 +153,24 @@ class GraphBuilder:
                                                                    node.argtypes))
         self._check_baked(node, self._baked[key])
         kernel, cooperative = compiled
-        args = [self.resolve(p) for p in node.params]
-        built.args[node.index] = args
+        # a kernel launched again with the same arguments shares its parameters' tuple
+        # (lower.py): resolved once; each node keeps its own list, which replays patch
+        shared = self._resolved.get(id(node.params))
+        if shared is None:
+            shared = self._resolved[id(node.params)] = [self.resolve(p) for p in node.params]
+        built.args[node.index] = list(shared)
+        attrs = launch.attributes
+        if root is built.gdef and not (cooperative or launch.cooperative) and attrs is None:
+            # made with the graph's other plain kernel nodes in one call (_add_pending)
+            pending = _Pending()
+            self._pending.append((pending, (launch.griddim, launch.blockdim, launch.sharedmem,
+                                            kernel, shared)))
+            return pending
         g = self.platform.add_kernel(root, launch.griddim, launch.blockdim, launch.sharedmem,
-                                     kernel, args)
+                                     kernel, built.args[node.index])
         if cooperative or launch.cooperative:
             self._check_co_resident(node)
             self.platform.set_cooperative(g)  # cuda.core cannot make one (cuda-python#2421)
-        attrs = launch.attributes
         if attrs is not None:
             if attrs.priority is not None:
                 self.platform.set_priority(g, attrs.priority)
@@ -164,6 +179,22 @@ class GraphBuilder:
                 self.platform.set_access_policy(g, self.target(attrs.persist.buffer) + lo,
                                                 hi - lo, attrs.hit_ratio)
         return g
+
+    def _add_pending(self, built: BuiltGraph, edges: list[tuple[Any, Any]]) -> None:
+        """The root's plain kernel nodes, in one platform call; the placeholders they were
+        given in `built.nodes` and `edges` replaced by them."""
+        pending, self._pending, self._resolved = self._pending, [], {}
+        if not pending:
+            return
+        try:
+            made = self.platform.add_kernels(built.gdef, [launch for _, launch in pending])
+        except Exception as exc:
+            raise CudaError(f"building the graph's {len(pending)} kernel nodes failed: {exc}",
+                            error_name=error_name(exc), call="cuGraphAddKernelNode") from exc
+        for (placeholder, _), g in zip(pending, made):
+            placeholder.node = g
+        built.nodes = {k: _made(g) for k, g in built.nodes.items()}
+        edges[:] = [(_made(a), _made(b)) for a, b in edges]
 
     def _check_baked(self, node: PlanNode, baked: list[tuple[int, int]]) -> None:
         """Every array Numba compiled into the kernel is one the trace ordered the launch
@@ -361,6 +392,19 @@ def _uses_priority(nodes: Any) -> bool:
         if any(_uses_priority(body) for body in n.bodies):
             return True
     return False
+
+
+class _Pending:
+    """A kernel node not made yet (GraphBuilder._add_pending makes it)."""
+
+    __slots__ = ("node",)
+
+    def __init__(self) -> None:
+        self.node: Any = None
+
+
+def _made(g: Any) -> Any:
+    return g.node if type(g) is _Pending else g
 
 
 def label(node: PlanNode) -> str:

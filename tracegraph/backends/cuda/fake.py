@@ -126,6 +126,10 @@ class FakePlatform:
         return graph.node("kernel", {"config": (grid, block, sharedmem), "kernel": kernel,
                                      "args": list(args), "cooperative": False})
 
+    def add_kernels(self, graph: FakeGraphDefinition, launches: list[tuple]) -> list[FakeNode]:
+        self.counts["add_kernels"] += 1
+        return [self.add_kernel(graph, *launch) for launch in launches]
+
     def add_host(self, graph: FakeGraphDefinition, fn: Any) -> FakeNode:
         return graph.node("host", {"fn": fn})
 

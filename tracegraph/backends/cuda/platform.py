@@ -53,6 +53,7 @@ class Platform(Protocol):
     def kernel_patch(self, graph: Any, node: Any, args: list) -> Any: ...
     def add_kernel(self, graph: Any, grid: tuple, block: tuple, sharedmem: int, kernel: Any,
                    args: list) -> Any: ...
+    def add_kernels(self, graph: Any, launches: list[tuple]) -> list[Any]: ...
     def add_host(self, graph: Any, fn: Callable[[], None]) -> Any: ...
     def add_event(self, graph: Any, record: bool, event: Any) -> Any: ...
     def add_edges(self, graph: Any, edges: list[tuple[Any, Any]]) -> None: ...
@@ -177,6 +178,11 @@ class CudaPlatform:
     def add_kernel(self, graph: Any, grid: tuple, block: tuple, sharedmem: int, kernel: Any,
                    args: list) -> Any:
         return rawnodes.add_kernel(graph, grid, block, sharedmem, kernel, args)
+
+    def add_kernels(self, graph: Any, launches: list[tuple]) -> list[Any]:
+        """Kernel nodes at the root of `graph`, one per (grid, block, sharedmem, kernel,
+        args), in one C call where the helper is built."""
+        return rawnodes.add_kernels(graph, launches, _c_function("add_kernel_nodes"))
 
     def add_host(self, graph: Any, fn: Callable[[], None]) -> Any:
         return rawnodes.add_host(graph, fn)

@@ -15,6 +15,7 @@ graph (cuGraphAddDependencies), so a node of any kind may follow a node of any o
 from __future__ import annotations
 
 import ctypes
+import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -80,6 +81,81 @@ def add_kernel(graph: Any, grid: tuple, block: tuple, sharedmem: int, kernel: An
     err, node = drv.cuGraphAddKernelNode(graph.handle, None, 0, p)
     check(err, "cuGraphAddKernelNode")
     return RawNode(node, kernel)
+
+
+def add_kernels(graph: Any, launches: Sequence[tuple], batch: Callable | None) -> list[RawNode]:
+    """Kernel nodes at the root of `graph`, one per (grid, block, sharedmem, kernel, args),
+    made in one call of the C helper's `batch` (add_kernel_nodes) where it is built: their
+    parameter values packed once per distinct `args` object (a kernel launched again with
+    the same arguments shares one), the function looked up once per kernel."""
+    specs = None if batch is None else _specs(launches)
+    if specs is not None:
+        handles = batch(int(graph.handle), specs)
+        if handles is not NotImplemented:
+            node_type = driver().CUgraphNode
+            return [RawNode(node_type(h), launch[3]) for h, launch in zip(handles, launches)]
+    return [add_kernel(graph, *launch) for launch in launches]
+
+
+def _specs(launches: Sequence[tuple]) -> list[tuple] | None:
+    functions: dict[int, int] = {}
+    packed: dict[int, tuple[bytes, tuple[int, ...]] | None] = {}
+    specs = []
+    for grid, block, sharedmem, kernel, args in launches:
+        function = functions.get(id(kernel))
+        if function is None:
+            function = functions[id(kernel)] = int(function_of(kernel))
+        values = packed.get(id(args), False)
+        if values is False:
+            values = packed[id(args)] = pack_values(args)
+        if values is None:
+            return None  # a value the packing does not know: the per-node path
+        gx, gy, gz = grid
+        bx, by, bz = block
+        specs.append((function, gx, gy, gz, bx, by, bz, sharedmem, *values))
+    return specs
+
+
+# struct codes of the ctypes scalars a kernel parameter may be (their `_type_`)
+_STRUCT_CODES = frozenset("bBhHiIlLqQfd?")
+_layouts: dict[str, tuple[struct.Struct, tuple[int, ...]]] = {}
+
+
+def pack_values(args: Sequence[Any]) -> tuple[bytes, tuple[int, ...]] | None:
+    """Kernel parameter values as one native-aligned block and each one's offset in it,
+    as ctype_value stores them one by one (ints as 8 bytes); None for a value it cannot."""
+    codes = []
+    values = []
+    for a in args:
+        if type(a) is bool:
+            codes.append("?")
+            values.append(a)
+        elif type(a) is int:
+            codes.append("q" if -(2**63) <= a < 2**63 else "Q")
+            values.append(a)
+        elif isinstance(a, ctypes._SimpleCData):
+            code = type(a)._type_
+            if code not in _STRUCT_CODES:
+                return None
+            codes.append(code)
+            values.append(a.value)
+        else:
+            handle = getattr(a, "handle", None)  # cuda.core's GraphCondition
+            if handle is None:
+                return None
+            codes.append("Q")
+            values.append(int(handle))
+    key = "".join(codes)
+    layout = _layouts.get(key)
+    if layout is None:
+        whole = struct.Struct("@" + key)
+        offsets = tuple(struct.calcsize("@" + key[:i + 1]) - struct.calcsize("@" + key[i])
+                        for i in range(len(key)))
+        layout = _layouts[key] = (whole, offsets)
+    try:
+        return layout[0].pack(*values), layout[1]
+    except struct.error:
+        return None
 
 
 def add_host(graph: Any, fn: Callable[[], None]) -> RawNode:

@@ -1,0 +1,65 @@
+"""Kernel nodes made in one batch: the packed parameter block the C helper hands the
+driver holds each value as the per-node path's ctypes storage does, and a build makes the
+root's plain kernel nodes in one platform call."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import tracegraph as tg
+from tracegraph.backends.cuda.handles import ctype_value
+from tracegraph.backends.cuda.rawnodes import pack_values
+
+
+class _Condition:
+    handle = 0xDEADBEEF
+
+
+@pytest.mark.parametrize("args", [
+    [],
+    [7],
+    [True, 5, -3, 2**63 + 1, ctypes.c_float(1.5), ctypes.c_int32(-7), ctypes.c_uint8(200),
+     ctypes.c_double(2.25), 9],
+    [ctypes.c_int8(-1), ctypes.c_int64(-2), ctypes.c_uint16(3), ctypes.c_bool(True),
+     ctypes.c_uint32(2**32 - 1), _Condition()],
+])
+def test_packed_values_match_ctypes_storage(args):
+    blob, offsets = pack_values(args)
+    assert len(offsets) == len(args)
+    for a, at in zip(args, offsets):
+        v = ctype_value(a)
+        assert at % ctypes.alignment(v) == 0
+        assert blob[at:at + ctypes.sizeof(v)] == bytes(v), (a, at)
+
+
+def test_unknown_values_take_the_per_node_path():
+    assert pack_values([1, ctypes.c_char(b"x")]) is None
+    assert pack_values([object()]) is None
+
+
+@cuda.jit
+def _scale(x, a):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] * a
+
+
+@pytest.mark.fake_platform
+def test_one_batch_per_build():
+    from tracegraph.backends.cuda.platform import platform
+    x = cuda.to_device(np.arange(8, dtype=np.float32))
+
+    def f(x):
+        for k in range(5):
+            _scale[1, 8](x, np.float32(k + 1))
+        _scale[1, 8](x, np.float32(0.5))
+
+    counts = platform(None).counts
+    before = counts["add_kernels"]
+    tg.compile(f, backend="cuda")(x)
+    assert counts["add_kernels"] == before + 1
+    want = np.arange(8, dtype=np.float32) * 120 * 0.5
+    np.testing.assert_array_equal(x.copy_to_host(), want)
