@@ -89,7 +89,7 @@ def add_kernels(graph: Any, launches: Sequence[tuple], batch: Callable | None) -
     parameter values packed once per distinct `args` object (a kernel launched again with
     the same arguments shares one), the function looked up once per kernel."""
     specs = None if batch is None else _specs(launches)
-    if specs is not None:
+    if batch is not None and specs is not None:
         handles = batch(int(graph.handle), specs)
         if handles is not NotImplemented:
             node_type = driver().CUgraphNode
@@ -99,7 +99,7 @@ def add_kernels(graph: Any, launches: Sequence[tuple], batch: Callable | None) -
 
 def _specs(launches: Sequence[tuple]) -> list[tuple] | None:
     functions: dict[int, int] = {}
-    packed: dict[int, tuple[bytes, tuple[int, ...]] | None] = {}
+    packed: dict[int, Any] = {}
     specs = []
     for grid, block, sharedmem, kernel, args in launches:
         function = functions.get(id(kernel))
@@ -124,8 +124,8 @@ _layouts: dict[str, tuple[struct.Struct, tuple[int, ...]]] = {}
 def pack_values(args: Sequence[Any]) -> tuple[bytes, tuple[int, ...]] | None:
     """Kernel parameter values as one native-aligned block and each one's offset in it,
     as ctype_value stores them one by one (ints as 8 bytes); None for a value it cannot."""
-    codes = []
-    values = []
+    codes: list[str] = []
+    values: list[Any] = []
     for a in args:
         if type(a) is bool:
             codes.append("?")
@@ -134,7 +134,7 @@ def pack_values(args: Sequence[Any]) -> tuple[bytes, tuple[int, ...]] | None:
             codes.append("q" if -(2**63) <= a < 2**63 else "Q")
             values.append(a)
         elif isinstance(a, ctypes._SimpleCData):
-            code = type(a)._type_
+            code = getattr(type(a), "_type_", "")
             if code not in _STRUCT_CODES:
                 return None
             codes.append(code)
