@@ -25,6 +25,7 @@ from .signature import (
     alias_groups,
     describe_mismatch,
     device_diffs,
+    device_of,
     distance,
     has_fixed_metadata,
     hashable,
@@ -74,6 +75,9 @@ class CompiledFunction:
             self.__qualname__ = getattr(fn, "__name__", type(fn).__name__)
         scalars = frozenset() if dynamic_spec is None else dynamic_spec.scalars | {LENGTH}
         self._calls = CallAnalyzer(fn, self.__qualname__, scalars)
+        # a call or replay of the very objects of the last one launches from C (W7)
+        self._enter = backends.fast_entry(self, self._slow_call)
+        self.replay = backends.fast_entry(self, self.replay)  # type: ignore[method-assign]
 
     # -- public ---------------------------------------------------------------
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -90,15 +94,19 @@ class CompiledFunction:
             self._backend = backends.resolve(self._backend_choice)
         return self._backend
 
-    def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run: trace, compile and launch on the first call of a signature, else replay.
-        Inside another compiled function's trace, its launches join that trace."""
-        return self._call(args, stream, kwargs, compile_missing=True)
+        Inside another compiled function's trace, its launches join that trace. `stream=`
+        names the CUDA stream the call runs on."""
+        return self._enter(*args, **kwargs)
 
     def replay(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
         """Replay an already compiled signature; never traces (inside another compiled
         function's trace, its launches join that trace)."""
         return self._call(args, stream, kwargs, compile_missing=False)
+
+    def _slow_call(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
+        return self._call(args, stream, kwargs, compile_missing=True)
 
     def _call(self, args: tuple, stream: Any, kwargs: dict, *, compile_missing: bool) -> Any:
         hot = self._hot
@@ -266,7 +274,8 @@ class CompiledFunction:
             if self._spec is not None and self._spec.axes:
                 bucket = dynamic.bucket_of(self._spec, call)
                 axes = dynamic.result_axes(self._spec, call, program, self._trace)
-            device = backends.device_for(backend, _device_of(call, self.__qualname__))
+            on = device_of(call, self.__qualname__, user_location(4))
+            device = backends.device_for(backend, on)
             topology = (device, tuple((n.kind, n.deps) for n in plan.nodes))
             self._hot = None
             victim = self._cache.take_over(topology)
@@ -313,7 +322,7 @@ class CompiledFunction:
         if not self._cache:
             return SignatureError(f"{name}.replay() was called before anything was compiled",
                                   where=where, fix=f"call {name}(...) once to trace and compile")
-        _device_of(call, name)  # arrays on two GPUs: that error
+        device_of(call, name, user_location(4))  # arrays on two GPUs: that error
         best = min(self._cache.entries.values(), key=lambda e: distance(e.key, call.key))
         diffs = device_diffs(best.key, call) or \
             describe_mismatch(best.program, call, self._calls.positional_names)
@@ -348,21 +357,6 @@ class BoundCompiledFunction:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._fn, name)
-
-
-def _device_of(call: Call, qualname: str) -> int | None:
-    """The GPU the call's device arrays live on (None: none says); they must agree."""
-    on: dict[int, list[str]] = {}
-    for info, path in zip(call.infos, call.paths):
-        if info is not None and info.placement == "device" and info.device >= 0:
-            on.setdefault(info.device, []).append(path)
-    if len(on) > 1:
-        said = "; ".join(f"{', '.join(paths)} on GPU {d}" for d, paths in sorted(on.items()))
-        raise SignatureError(f"{qualname}() got device arrays on different GPUs ({said}); "
-                             "a compiled graph runs on one GPU", where=user_location(5),
-                             fix="pass arrays of one GPU (copy the others there), or run one "
-                                 "process per GPU (docs/multi-gpu.md)")
-    return next(iter(on), None)
 
 
 def _same_objects(args: tuple, leaves: list) -> bool:

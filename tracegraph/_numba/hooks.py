@@ -36,11 +36,19 @@ def _refuse_in_callback(what: str) -> None:
                                   "synchronization); move that work into the traced function")
 
 
+# [how many threads have a tracer set]: the C replay entry (backends/cuda/_graphlaunch.c)
+# takes its fast path only while it is 0
+TRACING = [0]
+_tracing_lock = threading.Lock()
+
+
 def set_tracer(tracer: Any) -> Any:
     """Make `tracer` receive this thread's launches; returns the previous one."""
     install_hooks()
     previous = getattr(_thread, "tracer", None)
-    _thread.tracer = tracer
+    with _tracing_lock:
+        TRACING[0] += (tracer is not None) - (previous is not None)
+        _thread.tracer = tracer
     return previous
 
 

@@ -22,6 +22,24 @@ class Executable(Protocol):
     def run(self, leaves: list[Any], infos: list[Any], stream: Any = None) -> Any: ...
 
 
+def fast_entry(function: Any, slow: Any) -> Any:
+    """`slow` (a compiled function's call or replay) behind the C helper's entry, which
+    replays a call of the very objects of the last armed one without Python frames
+    (backends/cuda/_graphlaunch.c); `slow` itself where the helper is not built or not
+    wanted (TRACEGRAPH_C_LAUNCH=0)."""
+    if not config.c_launch():
+        return slow
+    try:
+        from .cuda import _graphlaunch  # type: ignore[attr-defined, unused-ignore]
+        from .cuda.executable import _thread
+    except ImportError:
+        return slow
+    entry = getattr(_graphlaunch, "Entry", None)
+    if entry is None:
+        return slow
+    return entry(function, slow, _numba.hooks.TRACING, _thread)
+
+
 def argument_view(leaf: Any, out: Any) -> Any:
     """An INPUT_VIEW result: the view of the caller's array `leaf` that it stands for (its
     element 0 `out.value` bytes from leaf's), sharing the caller's memory as in eager."""

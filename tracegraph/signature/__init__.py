@@ -11,7 +11,7 @@ from .arguments import (
     disjoint,
     has_fixed_metadata,
 )
-from .call import Call, CallAnalyzer, array_key, hashable, static_key, weak
+from .call import Call, CallAnalyzer, array_key, device_of, hashable, static_key, weak
 from .mismatch import describe_mismatch, device_diffs, distance
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "describe",
     "describe_mismatch",
     "device_diffs",
+    "device_of",
     "disjoint",
     "distance",
     "has_fixed_metadata",

@@ -214,3 +214,18 @@ def hashable(x: Any) -> bool:
         return True
     except TypeError:
         return False
+
+
+def device_of(call: Call, qualname: str, where: str) -> int | None:
+    """The GPU the call's device arrays live on (None: none says); they must agree."""
+    on: dict[int, list[str]] = {}
+    for info, path in zip(call.infos, call.paths):
+        if info is not None and info.placement == "device" and info.device >= 0:
+            on.setdefault(info.device, []).append(path)
+    if len(on) > 1:
+        said = "; ".join(f"{', '.join(paths)} on GPU {d}" for d, paths in sorted(on.items()))
+        raise SignatureError(f"{qualname}() got device arrays on different GPUs ({said}); "
+                             "a compiled graph runs on one GPU", where=where,
+                             fix="pass arrays of one GPU (copy the others there), or run one "
+                                 "process per GPU (docs/multi-gpu.md)")
+    return next(iter(on), None)

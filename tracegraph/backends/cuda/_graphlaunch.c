@@ -6,6 +6,7 @@
 #include <Python.h>
 #include <dlfcn.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <string.h>
 
 typedef int (*graph_launch_fn)(void *exec, void *stream);
@@ -70,30 +71,27 @@ static PyObject *referent(PyObject *ref) {
 #endif
 }
 
-/* replay(executable, args): the replay of a call with the very objects the executable is
- * armed with (executable.armed: their weak references; executable.fast: (graph exec,
- * stream, result) where result is -1 for None or the index of the argument returned),
- * checked and launched under the GIL, so no other thread re-points the graph in between.
- * NotImplemented when it does not apply. A graph exec of 0 without a driver (CPU tests)
- * checks without launching. */
-static PyObject *replay(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 2 || !PyTuple_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "replay(executable, args: tuple)");
-        return NULL;
-    }
-    PyObject *given = args[1];
-    PyObject *armed = PyObject_GetAttr(args[0], str_armed);
+/* The replay of a call with the very objects the executable is armed with
+ * (executable.armed: their weak references; executable.fast: (graph exec, stream handle,
+ * result, stream) where result is -1 for None or the index of the argument returned and
+ * stream the object the caller passed, None for the default), checked and launched under
+ * the GIL, so no other thread re-points the graph in between. A new reference,
+ * NotImplemented when it does not apply, NULL with RuntimeError when the launch failed. A
+ * graph exec of 0 without a driver (CPU tests) checks without launching. */
+static PyObject *replay_core(PyObject *executable, PyObject *const *given, Py_ssize_t ngiven,
+                             PyObject *stream_given) {
+    PyObject *armed = PyObject_GetAttr(executable, str_armed);
     if (armed == NULL) return NULL;
-    PyObject *fast = PyObject_GetAttr(args[0], str_fast);
+    PyObject *fast = PyObject_GetAttr(executable, str_fast);
     if (fast == NULL) { Py_DECREF(armed); return NULL; }
     PyObject *out = Py_NotImplemented;
     Py_ssize_t n = PyTuple_Check(armed) ? PyTuple_GET_SIZE(armed) : -1;
-    if (n != PyTuple_GET_SIZE(given) || !PyTuple_Check(fast) || PyTuple_GET_SIZE(fast) != 3)
+    if (n != ngiven || !PyTuple_Check(fast) || PyTuple_GET_SIZE(fast) != 4 ||
+        PyTuple_GET_ITEM(fast, 3) != stream_given)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *obj = referent(PyTuple_GET_ITEM(armed, i));
-        if (obj == NULL || obj != PyTuple_GET_ITEM(given, i)) goto done;
+        if (obj == NULL || obj != given[i]) goto done;
     }
     void *exec = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 0));
     void *stream = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 1));
@@ -113,13 +111,174 @@ static PyObject *replay(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
     }
-    out = result < 0 ? Py_None : PyTuple_GET_ITEM(given, result);
+    out = result < 0 ? Py_None : given[result];
 done:
     Py_DECREF(armed);
     Py_DECREF(fast);
     Py_XINCREF(out);
     return out;
 }
+
+/* replay(executable, args, stream=None): replay_core for Python (the executable's own
+ * replay_same). */
+static PyObject *replay(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if ((nargs != 2 && nargs != 3) || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "replay(executable, args: tuple, stream=None)");
+        return NULL;
+    }
+    PyObject *given = args[1];
+    return replay_core(args[0], &PyTuple_GET_ITEM(given, 0), PyTuple_GET_SIZE(given),
+                       nargs == 3 ? args[2] : Py_None);
+}
+
+/* Entry(function, slow, tracing, device_local): a compiled function's call (or replay)
+ * as one C call. f(*args) or f(*args, stream=s) with the very objects of the armed last
+ * call, on a thread whose current device is the executable's and where nothing is being
+ * traced, launches at once (replay_core) and counts a hit; anything else, and a failed
+ * launch (the slow path raises it as tracegraph's error), is slow(*args, **kwargs). What
+ * it saves is the Python frames before the launch (docs/performance.md, W7). */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *function;     /* the CompiledFunction: its _hot executable and _hits */
+    PyObject *slow;         /* the Python path */
+    PyObject *tracing;      /* _numba.hooks.TRACING: [threads with a tracer] */
+    PyObject *device_local; /* executable._thread: .platform, the device made current */
+} Entry;
+
+static PyObject *str_hot = NULL, *str_hits = NULL, *str_platform = NULL, *str_stream = NULL;
+static PyObject *zero = NULL;
+
+static PyObject *entry_fast(Entry *e, PyObject *const *args, Py_ssize_t n, PyObject *stream) {
+    PyObject *count = PyList_Check(e->tracing) && PyList_GET_SIZE(e->tracing) == 1
+                          ? PyList_GET_ITEM(e->tracing, 0) : NULL;
+    if (count == NULL || !PyLong_CheckExact(count) || PyLong_AsLong(count) != 0)
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *hot = PyObject_GetAttr(e->function, str_hot);
+    if (hot == NULL) return NULL;
+    PyObject *out = Py_NotImplemented;
+    Py_INCREF(out);
+    if (hot == Py_None) goto done;
+    PyObject *mine = PyObject_GetAttr(hot, str_platform);
+    if (mine == NULL) { PyErr_Clear(); goto done; } /* another backend's executable */
+    PyObject *current = PyObject_GetAttr(e->device_local, str_platform);
+    if (current == NULL) PyErr_Clear(); /* this thread's first call */
+    int same = current != NULL && current == mine;
+    Py_DECREF(mine);
+    Py_XDECREF(current);
+    if (!same) goto done;
+    Py_DECREF(out);
+    out = replay_core(hot, args, n, stream);
+    if (out == NULL) { /* the slow path launches again and raises tracegraph's error */
+        PyErr_Clear();
+        out = Py_NotImplemented;
+        Py_INCREF(out);
+        goto done;
+    }
+    if (out != Py_NotImplemented) {
+        PyObject *hits = PyObject_GetAttr(e->function, str_hits);
+        if (hits == NULL || !PyDict_Check(hits)) { Py_XDECREF(hits); PyErr_Clear(); goto done; }
+        PyObject *was = PyDict_GetItemWithError(hits, zero);
+        long long k = was == NULL ? 0 : PyLong_AsLongLong(was);
+        PyObject *now = PyLong_FromLongLong(k + 1);
+        if (now == NULL || PyDict_SetItem(hits, zero, now) < 0) PyErr_Clear();
+        Py_XDECREF(now);
+        Py_DECREF(hits);
+    }
+done:
+    Py_DECREF(hot);
+    return out;
+}
+
+static PyObject *entry_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                            PyObject *kwnames) {
+    Entry *e = (Entry *)self;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    PyObject *stream = Py_None;
+    int plain = 1;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, 0);
+        plain = PyTuple_GET_SIZE(kwnames) == 1 &&
+                (name == str_stream || PyUnicode_Compare(name, str_stream) == 0);
+        if (plain) stream = args[n];
+    }
+    if (plain) {
+        PyObject *out = entry_fast(e, args, n, stream);
+        if (out != Py_NotImplemented) return out;
+        Py_DECREF(out);
+    }
+    return PyObject_Vectorcall(e->slow, args, nargsf, kwnames);
+}
+
+static int entry_init(PyObject *self, PyObject *args, PyObject *kwargs) {
+    Entry *e = (Entry *)self;
+    PyObject *function, *slow, *tracing, *device_local;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) > 0) {
+        PyErr_SetString(PyExc_TypeError, "Entry(function, slow, tracing, device_local)");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "OOO!O", &function, &slow, &PyList_Type, &tracing,
+                          &device_local))
+        return -1;
+    Py_INCREF(function); Py_INCREF(slow); Py_INCREF(tracing); Py_INCREF(device_local);
+    Py_XSETREF(e->function, function);
+    Py_XSETREF(e->slow, slow);
+    Py_XSETREF(e->tracing, tracing);
+    Py_XSETREF(e->device_local, device_local);
+    e->vectorcall = entry_call;
+    return 0;
+}
+
+static int entry_traverse(PyObject *self, visitproc visit, void *arg) {
+    Entry *e = (Entry *)self;
+    Py_VISIT(e->function);
+    Py_VISIT(e->slow);
+    Py_VISIT(e->tracing);
+    Py_VISIT(e->device_local);
+    return 0;
+}
+
+static int entry_clear(PyObject *self) {
+    Entry *e = (Entry *)self;
+    Py_CLEAR(e->function);
+    Py_CLEAR(e->slow);
+    Py_CLEAR(e->tracing);
+    Py_CLEAR(e->device_local);
+    return 0;
+}
+
+static void entry_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    entry_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *entry_get_doc(PyObject *self, void *closure) {
+    (void)closure;
+    Entry *e = (Entry *)self;
+    if (e->slow == NULL) Py_RETURN_NONE;
+    return PyObject_GetAttrString(e->slow, "__doc__");
+}
+
+static PyGetSetDef entry_getset[] = {
+    {"__doc__", entry_get_doc, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject EntryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tracegraph.backends.cuda._graphlaunch.Entry",
+    .tp_basicsize = sizeof(Entry),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Entry, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = PyType_GenericNew,
+    .tp_init = entry_init,
+    .tp_traverse = entry_traverse,
+    .tp_clear = entry_clear,
+    .tp_dealloc = entry_dealloc,
+    .tp_getset = entry_getset,
+};
 
 /* add_kernel_nodes(graph, specs): kernel nodes at the root of `graph`, one per spec
  * (function, gx, gy, gz, bx, by, bz, shared, values: bytes, offsets: tuple of the byte
@@ -193,7 +352,8 @@ static PyMethodDef methods[] = {
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
      "launch(graph_exec: int, stream: int): cuGraphLaunch; raises RuntimeError on failure"},
     {"replay", (PyCFunction)(void (*)(void))replay, METH_FASTCALL,
-     "replay(executable, args): launch if args are the armed objects, else NotImplemented"},
+     "replay(executable, args, stream=None): launch if args are the armed objects, else "
+     "NotImplemented"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_graphlaunch", NULL, -1, methods};
@@ -209,6 +369,22 @@ PyMODINIT_FUNC PyInit__graphlaunch(void) {
     }
     str_armed = PyUnicode_InternFromString("armed");
     str_fast = PyUnicode_InternFromString("fast");
-    if (str_armed == NULL || str_fast == NULL) return NULL;
-    return PyModule_Create(&module);
+    str_hot = PyUnicode_InternFromString("_hot");
+    str_hits = PyUnicode_InternFromString("_hits");
+    str_platform = PyUnicode_InternFromString("platform");
+    str_stream = PyUnicode_InternFromString("stream");
+    zero = PyLong_FromLong(0);
+    if (str_armed == NULL || str_fast == NULL || str_hot == NULL || str_hits == NULL ||
+        str_platform == NULL || str_stream == NULL || zero == NULL)
+        return NULL;
+    if (PyType_Ready(&EntryType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&EntryType);
+    if (PyModule_AddObject(m, "Entry", (PyObject *)&EntryType) < 0) {
+        Py_DECREF(&EntryType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

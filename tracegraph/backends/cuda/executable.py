@@ -122,7 +122,7 @@ class CudaExecutable:
                 r.write_back(staged, leaves)
                 self._check_limits()
             if arm and self._plain:  # launches of one graph are ordered on any streams
-                self.fast = self._fast_args()
+                self.fast = self._fast_args(stream)
                 self.armed = tuple(map(weak, leaves))
                 self._armed_infos = list(infos)
                 self._armed_disjoint = disjoint(infos)
@@ -136,10 +136,10 @@ class CudaExecutable:
         placement, none sharing memory, as none did), are followed by re-pointing. MISS
         when it does not apply. The host time of this path is the library's replay cost
         (docs/performance.md, W7): keep it to attribute reads and the launch."""
-        if stream is None and self._fast_replay is not None and \
+        if self._fast_replay is not None and \
                 getattr(_thread, "platform", None) is self.platform:
             try:
-                result = self._fast_replay(self, args)
+                result = self._fast_replay(self, args, stream)
             except RuntimeError as exc:
                 raise self._fault(exc, "cuGraphLaunch") from exc
             if result is not NotImplemented:
@@ -191,12 +191,21 @@ class CudaExecutable:
             return single.input_index
         return None
 
-    def _fast_args(self) -> tuple | None:
+    def _fast_args(self, stream: Any) -> tuple | None:
+        """(graph exec, stream handle, result, the caller's stream object) for the C replay
+        of a call on that same stream object (None: the default stream)."""
         if self._fast_replay is None or self._fast_result is None or \
                 self.memory.arena_allocation is not None:
             return None
-        graph, stream = self.built.graph, self._default_stream
-        return (int(graph.handle), int(stream.handle), self._fast_result)
+        graph = self.built.graph
+        if stream is None:
+            s = self._default_stream
+        else:  # what _launch just made for this stream object (and keeps it alive)
+            cached = self._stream_launcher
+            if cached[0] is not graph or cached[1] is not stream:
+                return None
+            s = cached[2]
+        return (int(graph.handle), int(s.handle), self._fast_result, stream)
 
     def _moved(self, args: tuple, moved: list[int]) -> list | None:
         """The infos of the armed call with arguments `moved` replaced by these, if the
