@@ -144,7 +144,9 @@ class CompiledFunction:
         sizes = sorted(self._spec.sizes(), reverse=True)
         for b in _progress(sizes, f"tracegraph: warming up {self.__qualname__}"):
             resized = dynamic.resized_call(self._spec, call, b, self.__qualname__)
-            self._run(self._calls.from_leaves(*resized), None, compile_missing=True,
+            leaves, paths, tree = resized
+            self._run(self._calls.from_leaves(leaves, paths, tree, call.orders), None,
+                      compile_missing=True,
                       launch=False)
 
     def cache_info(self) -> CacheInfo:
@@ -183,6 +185,8 @@ class CompiledFunction:
         if self._spec is not None and self._spec.axes:
             call, padded = self._padded(call)
         entry = self._entry(call, compile_missing)
+        if padded is not None and padded.originals:
+            dynamic.refuse_captured_overlap(padded, entry.program, call.paths, self.__qualname__)
         if not launch:
             return None
         executable = entry.executable
@@ -201,11 +205,11 @@ class CompiledFunction:
         padded = dynamic.pad_call(self._spec, call.leaves, call.paths, call.infos,
                                   self.__qualname__, self._written if self._cache else None)
         return self._calls.from_leaves([*padded.leaves, padded.n], [*call.paths, LENGTH],
-                                       call.tree), padded
+                                       call.tree, call.orders), padded
 
     def _entry(self, call: Call, compile_missing: bool) -> Compiled:
         entry = self._cache.get(call.key)
-        if entry is not None and entry.captured:
+        if entry is not None and (entry.captured or entry.program.guards):
             entry = self._still_found(entry, call, compile_missing)
         if entry is not None and entry.captured:
             entry = self._for_captured(entry, call, compile_missing=compile_missing)

@@ -36,8 +36,8 @@ class Compiled:
     def guarded(self) -> bool:
         """Is it chosen by what captured arrays' names find (so every call must look)?
         Also a graph traced when they found others, which itself captures none."""
-        return self.captured or any(isinstance(k, tuple) and k[:1] == ("captured now",)
-                                    for k in self.key)
+        return self.captured or bool(self.program.guards) or any(
+            isinstance(k, tuple) and k[:1] == ("captured now",) for k in self.key)
 
     @property
     def topology(self) -> tuple:

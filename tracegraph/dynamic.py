@@ -166,6 +166,32 @@ def _refuse_shared_memory(axes: dict[int, int], infos: list[ArrayInfo | None],
                                      "length (no padding)")
 
 
+def refuse_captured_overlap(padded: Padded, program: Any, paths: list[str],
+                            qualname: str) -> None:
+    """A dynamic device argument padded into a copy of its own while the graph captures a
+    device array sharing its memory: a write through one would not reach the other (as it
+    does eagerly), so this is refused as _refuse_shared_memory refuses it between
+    arguments."""
+    from .ir import BufferKind
+    from .signature import DEVICE, describe
+    captured = [(b.address, b.address + b.nbytes) for b in program.buffers
+                if b.kind == BufferKind.EXTERNAL]
+    for i, original in padded.originals.items():
+        info, now = describe(original), describe(padded.leaves[i])
+        if not captured or info is None or now is None or info.placement != DEVICE or \
+                now.extent[0] == info.extent[0]:  # padded in its own memory
+            continue
+        lo, hi = info.extent
+        if any(a < hi and lo < b for a, b in captured):
+            raise SignatureError(f"{qualname}() got dynamic argument {paths[i]} sharing memory "
+                                 "with a device array the function captures (a global, "
+                                 "closure variable or attribute), at a length below its "
+                                 "bucket, where it is padded into a copy of its own",
+                                 where=user_location(2),
+                                 fix="call at a bucket's length (no padding), or pass a dynamic "
+                                     "array that does not share the captured array's memory")
+
+
 def _padded(x: Any, info: Any, axis: int, n: int, b: int, fill: Any, written: bool) -> Any:
     """x grown from n to b along `axis`: a view of the caller's own memory where it already
     has room and neither the padding's value nor a write there matters, else a copy."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -83,6 +84,30 @@ def flatten(obj: Any, names: Callable[[Any], str] | str = "") -> tuple[list, lis
     else:
         paths = [a.codify(names) for a in accessors]
     return leaves, paths, spec
+
+
+def flatten_ordered(obj: Any, names: Callable[[Any], str] | str = "") -> tuple[list, list[str],
+                                                                              Any, tuple]:
+    """flatten, and the key order of every dict in `obj` whose keys are not in sorted
+    order: optree's structure sorts a dict's keys (two orders compare equal) but rebuilds
+    the order it was given, and code may depend on it (`for k, v in d.items()`)."""
+    leaves, paths, spec = flatten(obj, names)
+    orders = []
+    seen: set[tuple] = set()
+    for accessor in spec.accessors():
+        for i, entry in enumerate(accessor):
+            if isinstance(entry, optree.MappingEntry) and entry.type in _UNORDERED:
+                where = tuple(e.entry for e in accessor[:i])
+                if where not in seen:
+                    seen.add(where)
+                    keys = tuple(accessor[:i](obj).keys())
+                    if list(keys) != sorted(keys, key=repr):
+                        orders.append((where, keys))
+    return leaves, paths, spec, tuple(orders)
+
+
+# mappings whose key order optree's structure does not tell apart
+_UNORDERED = (dict, defaultdict)
 
 
 def unflatten(spec: Any, leaves: list[Any]) -> Any:

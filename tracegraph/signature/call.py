@@ -46,6 +46,12 @@ class Call:
     def with_key(self, key: tuple) -> Call:
         return Call(self.leaves, self.paths, self.tree, self.infos, key)
 
+    @property
+    def orders(self) -> tuple:
+        """The key order of its dicts where the signature holds it (from_leaves)."""
+        last = self.key[-1] if self.key else None
+        return last[1] if type(last) is tuple and last[:1] == ("dict order",) else ()
+
 
 class CallAnalyzer:
     """Turns the arguments of calls to one function into Calls."""
@@ -110,11 +116,12 @@ class CallAnalyzer:
     # -- the full analysis --------------------------------------------------------
     def _prepare(self, args: tuple, kwargs: dict) -> Call:
         """Flatten the arguments, describe the arrays, and build the signature key."""
+        orders: tuple = ()
         if not kwargs and len(args) == self.simple_arity and all(map(pytree.is_leaf, args)):
             leaves, paths, tree = list(args), self.param_names, self.flat_tree
         else:
-            leaves, paths, tree = self._bind(args, kwargs)
-        call = self.from_leaves(leaves, paths, tree)
+            leaves, paths, tree, orders = self._bind(args, kwargs)
+        call = self.from_leaves(leaves, paths, tree, orders)
         infos, key = call.infos, call.key
         if not kwargs and all(arguments.has_fixed_metadata(a) for a in args):
             # weakly: a compiled function must not keep its caller's arrays alive
@@ -126,12 +133,14 @@ class CallAnalyzer:
                          (paths, tree, infos, key), extents)
         return call
 
-    def from_leaves(self, leaves: list, paths: list, tree: Any) -> Call:
-        """The Call of already flattened arguments (no memo)."""
+    def from_leaves(self, leaves: list, paths: list, tree: Any, orders: tuple = ()) -> Call:
+        """The Call of already flattened arguments (no memo). `orders`: the key order of
+        the dicts among them (pytree.flatten_ordered), part of the signature."""
         infos = [arguments.describe(x) for x in leaves]
         groups = arguments.alias_groups(infos)
         key = tuple([tree] + [self._leaf_key(leaf, path, info, group)
-                              for leaf, path, info, group in zip(leaves, paths, infos, groups)])
+                              for leaf, path, info, group in zip(leaves, paths, infos, groups)]
+                    + ([("dict order", orders)] if orders else []))
         try:
             hash(key)
         except TypeError:
@@ -163,7 +172,7 @@ class CallAnalyzer:
             return ("dynamic scalar", type(leaf))
         return static_key(leaf)
 
-    def _bind(self, args: tuple, kwargs: dict) -> tuple[list, list, Any]:
+    def _bind(self, args: tuple, kwargs: dict) -> tuple[list, list, Any, tuple]:
         try:
             bound = self.pysig.bind(*args, **kwargs)
         except TypeError as exc:
@@ -180,8 +189,10 @@ class CallAnalyzer:
             head, rest = accessor[1].entry, pytree.accessor(accessor[2:])
             return rest.codify(positional[head] if accessor[0].entry == 0 else str(head))
 
-        # keyword arguments by name: f(x, p=1, q=2) and f(x, q=2, p=1) are one signature
-        return pytree.flatten((tuple(bound.args), dict(bound.kwargs)), name)
+        # named keyword arguments come in the parameters' order, so f(x, p=1, q=2) and
+        # f(x, q=2, p=1) are one signature; **kwargs (and dicts passed) keep the caller's
+        # order, which the function may iterate: another order is another signature
+        return pytree.flatten_ordered((tuple(bound.args), dict(bound.kwargs)), name)
 
     def positional_names(self, n: int) -> list[str]:
         """Names of the first n positional arguments; `*args` ones are `args[k]`."""

@@ -14,6 +14,7 @@ from ..errors import TraceError
 from ..ir import (
     DEVICE_INPUT,
     EXTERNAL,
+    HOST_CONSTANT,
     HOST_INPUT,
     STAGING,
     TEMP,
@@ -71,9 +72,12 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     tracer.ops = shadow_inputs(tracer, tracer.ops)
     outputs, out_tree = _bind_outputs(tracer, result, inputs, device_mode, name, fn, stand_ins)
     inputs = _mark_written_and_write_back(tracer, inputs)
+    _refuse_constants_after_host_writes(tracer, inputs, infos)
     ops = as_programs(tracer.ops, tuple(tracer.buffers), name)
+    held = [b.external for b in tracer.buffers if b.kind == HOST_CONSTANT
+            and isinstance(b.external, np.ndarray)]
     guards = find_guards(fn, leaves, paths, list(tracer.host_captured.values()), name,
-                         _def_location(fn)) if tracer.host_captured else ()
+                         _def_location(fn), held) if tracer.host_captured or held else ()
     return Program(name, ops, tuple(tracer.buffers), tuple(inputs), tree, tuple(outputs),
                    out_tree, op_graph(ops), device_mode,
                    aliased_inputs(tracer.buffers, inputs, infos),
@@ -247,6 +251,37 @@ def _argument_view(held: InputLeaf | None, buffer: Buffer, view: View) -> Output
         return None
     return OutputLeaf(OutputKind.INPUT_VIEW, input_index=held.index, view=view,
                       value=view.offset - held.view.offset)
+
+
+def _refuse_constants_after_host_writes(tracer: Tracer, inputs: list[InputLeaf],
+                                        infos: list[arguments.ArrayInfo | None]) -> None:
+    """cuda.to_device (or copy_to_device) of host memory a NumPy argument shares, after a
+    kernel wrote that argument: eager Numba copies the argument back right after the launch,
+    so the copy sees the new values; the graph writes it back only at its end."""
+    written = [(inp, info) for inp in inputs if inp.written and inp.placement == arguments.HOST
+               and (info := infos[inp.index]) is not None]
+    if not written:
+        return
+    first_write: dict[int, int] = {}
+    for k, op in enumerate(tracer.ops):
+        data = op.data
+        if isinstance(data, Copy) and data.role == CopyRole.CONSTANT:
+            held = arguments.describe(tracer.buffers[data.src.buffer].external)
+            for inp, info in written:
+                if inp.buffer in first_write and held is not None and \
+                        held.extent[0] < info.extent[1] and info.extent[0] < held.extent[1]:
+                    raise TraceError(f"a host array sharing memory with argument {inp.path} "
+                                     "is copied to the device after a kernel wrote "
+                                     f"{inp.path}: eager Numba copies {inp.path} back after "
+                                     "that launch, the graph only at its end",
+                                     where=op.location,
+                                     fix=f"copy {inp.path} itself (it is already on the "
+                                         "device inside the graph), or pass the data as a "
+                                         "device array")
+        elif not (isinstance(data, Copy) and data.role == CopyRole.INPUT):
+            for a in op.accesses:
+                if a.writes and a.stop > a.start:
+                    first_write.setdefault(a.buffer, k)
 
 
 def _mark_written_and_write_back(tracer: Tracer, inputs: list[InputLeaf]) -> list[InputLeaf]:

@@ -124,11 +124,14 @@ def stale_error(stale: Guard | ValueGuard, qualname: str) -> SignatureError:
 
 
 def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any],
-                name: str, where: str) -> tuple[Guard, ...]:
+                name: str, where: str, held: list[Any] = ()) -> tuple[Guard, ...]:  # type: ignore[assignment]
     """A guard for every path that finds a captured array, or an array holding it (a view
     the function took: `W[2:]`): all of them, since the code may read any one (aliases,
-    tied weights). Warn about arrays no path finds."""
+    tied weights). Warn about arrays no path finds. `held`: the host arrays it copied to
+    the device (cuda.to_device(TABLE)), guarded where a path finds them (an array the
+    function made is found by none, and is what eager makes again)."""
     targets = {id(a): a for a in captured}
+    held_ids = {id(h) for h in held}
     names = _code_names(fn)
     guards: list[Guard] = []
     holders: list[Guard] = []  # paths to other device arrays: views' bases
@@ -144,6 +147,8 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
         info = arguments.describe(value)
         if info is not None and info.placement == arguments.DEVICE:
             (guards if id(value) in targets else holders).append(Guard(ref, value, info))
+        elif info is not None and id(value) in held_ids and _named(ref, names):
+            guards.append(Guard(ref, value, info))
     missing = []
     for k, a in targets.items():
         mine = [g for g in guards if id(g.array) == k] or \

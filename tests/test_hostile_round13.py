@@ -1,0 +1,184 @@
+"""A thirteenth hostile round (each case gave a silent wrong answer before its fix): a
+dynamic argument padded into a copy while the function captures the array it views; a
+host array copied to the device after a kernel wrote a NumPy argument sharing its memory;
+a host array copied in through a name rebound between calls; dicts and **kwargs in
+another key order."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+from small_kernels import mul
+
+import tracegraph as tg
+from tracegraph.errors import SignatureError, TraceError
+
+
+@cuda.jit
+def double(x):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        x[i] = 2 * x[i]
+
+
+@cuda.jit
+def affine(x, a, b):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] * a + b
+
+
+@cuda.jit
+def total(buf, out):
+    if cuda.grid(1) == 0:
+        s = 0.0
+        for i in range(buf.shape[0]):
+            s += buf[i]
+        out[0] = s
+
+
+BUF = None
+
+
+def test_a_padded_dynamic_argument_viewing_a_captured_array_is_refused(backend):
+    global BUF
+    BUF = cuda.to_device(np.arange(16.0))
+
+    def step(x):
+        double[1, 64](x)
+        out = cuda.device_array(1)
+        total[1, 1](BUF, out)
+        return out
+
+    f = tg.compile(step, backend=backend, dynamic={"x": 0}, buckets=(8, 16))
+    with pytest.raises(SignatureError, match="captures") as e:
+        f(BUF[:5])
+    assert "test_hostile_round13.py" in str(e.value)
+    # at a bucket's length nothing is padded: eager's answer
+    got = f(BUF[:8]).copy_to_host()
+    assert got[0] == np.arange(16.0).sum() + np.arange(8.0).sum()
+    # an array of its own is padded as before
+    y = cuda.to_device(np.ones(5))
+    f(y)
+    np.testing.assert_array_equal(y.copy_to_host(), 2 * np.ones(5))
+
+
+H = np.arange(16.0)
+
+
+def test_a_host_copy_after_a_write_to_a_numpy_argument_sharing_it_is_refused(backend):
+    def step(x):
+        double[1, 64](x)
+        d = cuda.to_device(H)
+        out = cuda.device_array(1)
+        total[1, 1](d, out)
+        return out
+
+    with pytest.raises(TraceError, match="copied to the device after a kernel wrote x"):
+        tg.compile(step, backend=backend)(H)
+    with pytest.raises(TraceError, match="after a kernel wrote x"):
+        tg.compile(step, backend=backend)(H[:8])
+
+    def before(x):  # copied before the write: what eager copies too
+        d = cuda.to_device(H)
+        double[1, 64](x)
+        out = cuda.device_array(1)
+        total[1, 1](d, out)
+        return out
+    H[:] = np.arange(16.0)
+    got = np.asarray(tg.compile(before, backend=backend)(H))
+    assert got[0] == np.arange(16.0).sum()
+    np.testing.assert_array_equal(H, 2 * np.arange(16.0))
+    H[:] = np.arange(16.0)
+
+
+TABLE = np.full(4, 2.0)
+
+
+class Layer:
+    def __init__(self, name, w):
+        self.name, self.w = name, w
+
+    def __eq__(self, other):
+        return isinstance(other, Layer) and other.name == self.name
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def forward(self, x):
+        out = cuda.device_array_like(x)
+        mul[1, 8](x, cuda.to_device(self.w), out)
+        return out
+
+
+def test_a_host_array_copied_in_through_a_rebound_name_is_the_new_one(backend):
+    global TABLE
+    TABLE = np.full(4, 2.0)
+
+    def step(x):
+        out = cuda.device_array_like(x)
+        mul[1, 8](x, cuda.to_device(TABLE), out)
+        return out
+
+    f = tg.compile(step, backend=backend)
+    x = cuda.to_device(np.arange(4.0))
+    np.testing.assert_array_equal(f(x).copy_to_host(), 2 * np.arange(4.0))
+    TABLE = np.full(4, 5.0)
+    np.testing.assert_array_equal(f(x).copy_to_host(), 5 * np.arange(4.0))
+    TABLE[:] = 7.0  # in place: followed as before
+    np.testing.assert_array_equal(f(x).copy_to_host(), 7 * np.arange(4.0))
+
+    fwd = tg.compile(Layer.forward, backend=backend)
+    a, c = Layer("dense", np.full(4, 2.0)), Layer("dense", np.full(4, 3.0))
+    np.testing.assert_array_equal(fwd(a, x).copy_to_host(), 2 * np.arange(4.0))
+    np.testing.assert_array_equal(fwd(c, x).copy_to_host(), 3 * np.arange(4.0))
+
+
+def test_a_host_array_the_function_makes_is_no_guard(backend):
+    def step(x):
+        out = cuda.device_array_like(x)
+        mul[1, 8](x, cuda.to_device(np.full(4, 3.0)), out)
+        return out
+
+    f = tg.compile(step, backend=backend)
+    x = cuda.to_device(np.arange(4.0))
+    for _ in range(3):
+        np.testing.assert_array_equal(f(x).copy_to_host(), 3 * np.arange(4.0))
+    assert len(f.compiled) == 1
+
+
+def _stages(x, **stages):
+    for _, (a, b) in stages.items():
+        affine[1, 32](x, a, b)
+    return x
+
+
+def _stages_dict(x, stages):
+    for _, (a, b) in stages.items():
+        affine[1, 32](x, a, b)
+    return x
+
+
+def test_kwargs_and_dicts_in_another_order_are_another_signature(backend):
+    f = tg.compile(_stages, backend=backend)
+    one = f(cuda.to_device(np.ones(4)), zoom=(10.0, 0.0), add=(1.0, 5.0)).copy_to_host()
+    other = f(cuda.to_device(np.ones(4)), add=(1.0, 5.0), zoom=(10.0, 0.0)).copy_to_host()
+    np.testing.assert_array_equal(one, 15.0)
+    np.testing.assert_array_equal(other, 60.0)
+    np.testing.assert_array_equal(
+        f(cuda.to_device(np.ones(4)), zoom=(10.0, 0.0), add=(1.0, 5.0)).copy_to_host(), 15.0)
+    assert len(f.compiled) == 2
+
+    g = tg.compile(_stages_dict, backend=backend)
+    one = g(cuda.to_device(np.ones(4)), {"zoom": (10.0, 0.0), "add": (1.0, 5.0)})
+    other = g(cuda.to_device(np.ones(4)), {"add": (1.0, 5.0), "zoom": (10.0, 0.0)})
+    np.testing.assert_array_equal(one.copy_to_host(), 15.0)
+    np.testing.assert_array_equal(other.copy_to_host(), 60.0)
+
+    @tg.compile(backend=backend)
+    def named(x, *, a=1.0, b=0.0):  # named keywords: one signature in any order
+        affine[1, 32](x, a, b)
+        return x
+    named(cuda.to_device(np.ones(4)), a=2.0, b=1.0)
+    named(cuda.to_device(np.ones(4)), b=1.0, a=2.0)
+    assert len(named.compiled) == 1
