@@ -40,9 +40,9 @@ class Obj:
 def test_the_armed_objects_replay_and_return_what_the_executable_says():
     a, b = Obj(), Obj()
     refs = (weakref.ref(a), (2.0,), weakref.ref(b))
-    assert replay(Armed(refs, (0, 0, -1, None)), (a, 2.0, b)) is None
-    assert replay(Armed(refs, (0, 0, 2, None)), (a, 2.0, b)) is b
-    assert replay(Armed(refs, (0, 0, 0, None)), (a, 2.0, b)) is a
+    assert replay(Armed(refs, (0, 0, -1, None, ())), (a, 2.0, b)) is None
+    assert replay(Armed(refs, (0, 0, 2, None, ())), (a, 2.0, b)) is b
+    assert replay(Armed(refs, (0, 0, 0, None, ())), (a, 2.0, b)) is a
 
 
 @pytest.mark.parametrize("case", ["other object", "equal scalar", "fewer", "more",
@@ -52,7 +52,7 @@ def test_anything_else_is_not_replayed(case):
     a, b = Obj(), Obj()
     x = 2.0
     refs = (weakref.ref(a), (x,))
-    ex = Armed(refs, (0, 0, -1, None))
+    ex = Armed(refs, (0, 0, -1, None, ()))
     args: tuple = (a, x)
     if case == "other object":
         args = (Obj(), x)
@@ -70,9 +70,9 @@ def test_anything_else_is_not_replayed(case):
     elif case == "no fast":
         ex.fast = None
     elif case == "result out of range":
-        ex.fast = (0, 0, 5, None)
+        ex.fast = (0, 0, 5, None, ())
     elif case == "another stream":
-        ex.fast = (0, 0, -1, Obj())
+        ex.fast = (0, 0, -1, Obj(), ())
         assert replay(ex, args, Obj()) is NotImplemented
     assert replay(ex, args, Obj() if case == "a stream where armed without" else None) \
         is NotImplemented
@@ -81,14 +81,14 @@ def test_anything_else_is_not_replayed(case):
 @dry_run
 def test_a_call_on_the_armed_stream_object_replays():
     a, s = Obj(), Obj()
-    ex = Armed((weakref.ref(a),), (0, 0, 0, s))
+    ex = Armed((weakref.ref(a),), (0, 0, 0, s, ()))
     assert replay(ex, (a,), s) is a
     assert replay(ex, (a,)) is NotImplemented
 
 
 def test_a_collected_argument_is_not_replayed():
     a = Obj()
-    ex = Armed((weakref.ref(a),), (0, 0, -1, None))
+    ex = Armed((weakref.ref(a),), (0, 0, -1, None, ()))
     del a
     gc.collect()
     assert replay(ex, (Obj(),)) is NotImplemented
@@ -97,14 +97,14 @@ def test_a_collected_argument_is_not_replayed():
 @dry_run
 def test_a_numpy_argument_by_identity():
     x = np.zeros(3)
-    ex = Armed(((x,),), (0, 0, 0, None))
+    ex = Armed(((x,),), (0, 0, 0, None, ()))
     assert replay(ex, (x,)) is x
     assert replay(ex, (x.copy(),)) is NotImplemented
 
 
 def test_bad_calls_raise():
     with pytest.raises(TypeError):
-        replay(Armed((), (0, 0, -1, None)), [])
+        replay(Armed((), (0, 0, -1, None, ())), [])
     with pytest.raises(AttributeError):
         replay(object(), ())
 
@@ -166,10 +166,10 @@ def _entry(hot, tracing=None, current="P"):
 @dry_run
 def test_the_entry_replays_the_armed_call_and_counts_a_hit():
     a, s = Obj(), Obj()
-    f, entry, slow = _entry(Executable((weakref.ref(a),), (0, 0, 0, None), "P"))
+    f, entry, slow = _entry(Executable((weakref.ref(a),), (0, 0, 0, None, ()), "P"))
     assert entry(a) is a and entry(a) is a
     assert f._hits == {0: 2} and slow == []
-    f._hot.fast = (0, 0, -1, s)
+    f._hot.fast = (0, 0, -1, s, ())
     assert entry(a, stream=s) is None and slow == []
 
 
@@ -178,7 +178,7 @@ def test_the_entry_replays_the_armed_call_and_counts_a_hit():
                                   "other backend"])
 def test_the_entry_takes_the_slow_path_otherwise(case):
     a = Obj()
-    hot = Executable((weakref.ref(a),), (0, 0, 0, None), "P")
+    hot = Executable((weakref.ref(a),), (0, 0, 0, None, ()), "P")
     f, entry, slow = _entry(hot, tracing=[1] if case == "tracing" else None,
                             current={"other device": "Q", "thread's first": None}.get(case, "P"))
     args, kwargs = (a,), {}
@@ -204,3 +204,32 @@ def test_the_entry_passes_errors_of_the_slow_path_through():
         entry(1)
     with pytest.raises(TypeError):
         Entry(1, 2)
+
+
+@dry_run
+def test_the_kernels_names_are_checked():
+    a, kernel, other = Obj(), Obj(), Obj()
+    scope = {"k": kernel}
+
+    def closure():
+        return kernel
+    cell = closure.__closure__[0]
+    ex = Armed((weakref.ref(a),), (0, 0, 0, None, ((scope, "k", kernel), (cell, None, kernel))))
+    assert replay(ex, (a,)) is a
+    scope["k"] = other
+    assert replay(ex, (a,)) is NotImplemented
+    del scope["k"]
+    assert replay(ex, (a,)) is NotImplemented
+    scope["k"] = kernel
+    kernel = other  # the closure's cell now holds another
+    assert replay(ex, (a,)) is NotImplemented
+
+
+def test_checks_hold_in_python_as_in_c():
+    from tracegraph.backends import checks_hold
+    k, other = Obj(), Obj()
+    scope = {"k": k}
+    assert checks_hold(((scope, "k", k),))
+    scope["k"] = other
+    assert not checks_hold(((scope, "k", k),))
+    assert not checks_hold((({}, "k", k),))

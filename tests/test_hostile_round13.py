@@ -182,3 +182,91 @@ def test_kwargs_and_dicts_in_another_order_are_another_signature(backend):
     named(cuda.to_device(np.ones(4)), a=2.0, b=1.0)
     named(cuda.to_device(np.ones(4)), b=1.0, a=2.0)
     assert len(named.compiled) == 1
+
+
+@cuda.jit
+def _times_two(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 2 * x[i]
+
+
+@cuda.jit
+def _plus_100(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] + 100
+
+
+@cuda.jit
+def _negate(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = -x[i]
+
+
+ACT = _times_two
+
+
+def test_a_launched_kernel_rebound_between_calls_is_the_new_one(backend, monkeypatch):
+    global ACT
+    from tracegraph.signature import arguments
+    # device arrays of fixed metadata take the direct replay path, as Numba's do on a GPU
+    monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {type(cuda.to_device(np.ones(1)))})
+    ACT = _times_two
+    x, out = cuda.to_device(np.arange(4.0)), cuda.device_array(4)
+
+    def step(x, out):
+        ACT[1, 32](x, out)
+
+    f = tg.compile(step, backend=backend)
+    for _ in range(3):  # the first call arms the direct replay, the next ones take it
+        f(x, out)
+        np.testing.assert_array_equal(out.copy_to_host(), 2 * np.arange(4.0))
+    ACT = _plus_100  # a notebook cell run again
+    f(x, out)
+    np.testing.assert_array_equal(out.copy_to_host(), np.arange(4.0) + 100)
+    f.replay(x, out)
+    np.testing.assert_array_equal(out.copy_to_host(), np.arange(4.0) + 100)
+    ACT = _times_two
+    f(x, out)
+    np.testing.assert_array_equal(out.copy_to_host(), 2 * np.arange(4.0))
+
+    def make(kernel):
+        def closed(x, out):
+            kernel[1, 32](x, out)
+        return closed, lambda k: closed.__closure__[0].__setattr__("cell_contents", k)
+    closed, rebind = make(_times_two)
+    g = tg.compile(closed, backend=backend)
+    g(x, out)
+    g(x, out)
+    rebind(_negate)
+    g(x, out)
+    np.testing.assert_array_equal(out.copy_to_host(), -np.arange(4.0))
+
+
+class Model:
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __eq__(self, other):
+        return isinstance(other, Model)
+
+    def __hash__(self):
+        return 0
+
+    def step(self, x, out):
+        self.kernel[1, 32](x, out)
+
+
+def test_a_kernel_held_by_an_attribute_rebound_is_the_new_one(backend):
+    x, out = cuda.to_device(np.arange(4.0)), cuda.device_array(4)
+    m = Model(_times_two)
+    f = tg.compile(Model.step, backend=backend)
+    f(m, x, out)
+    m.kernel = _negate
+    f(m, x, out)
+    np.testing.assert_array_equal(out.copy_to_host(), -np.arange(4.0))
+    with pytest.raises(SignatureError, match="another kernel"):
+        m.kernel = _plus_100
+        f.replay(m, x, out)

@@ -192,7 +192,8 @@ class CompiledFunction:
         executable = entry.executable
         if arm is not None and padded is None and hasattr(executable, "replay_same") and \
                 not entry.guarded and _same_objects(arm, call.leaves):
-            result = executable.run(call.leaves, call.infos, stream, arm=True)
+            result = executable.run(call.leaves, call.infos, stream, arm=True,
+                                    checks=entry.fast_checks)
             self._hot = executable
             return result
         result = executable.run(call.leaves, call.infos, stream)

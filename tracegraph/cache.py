@@ -36,8 +36,15 @@ class Compiled:
     def guarded(self) -> bool:
         """Is it chosen by what captured arrays' names find (so every call must look)?
         Also a graph traced when they found others, which itself captures none."""
-        return self.captured or bool(self.program.guards) or any(
+        return self.captured or len(self.fast_checks) < len(self.program.guards) or any(
             isinstance(k, tuple) and k[:1] == ("captured now",) for k in self.key)
+
+    @functools.cached_property
+    def fast_checks(self) -> tuple:
+        """What a direct replay checks itself (the kernels' names found by a global or
+        closure variable of the function; trace.guards.KernelGuard.fast_check)."""
+        checks = tuple(getattr(g, "check", None) for g in self.program.guards)
+        return checks if all(c is not None for c in checks) else ()
 
     @property
     def topology(self) -> tuple:

@@ -22,6 +22,19 @@ class Executable(Protocol):
     def run(self, leaves: list[Any], infos: list[Any], stream: Any = None) -> Any: ...
 
 
+def checks_hold(checks: tuple) -> bool:
+    """What a direct replay checks itself all holds: each (scope dict, name, kernel) or
+    (cell, None, kernel) still finds that kernel (trace.guards.KernelGuard.check)."""
+    for scope, name, kernel in checks:
+        try:
+            now = scope.cell_contents if name is None else scope.get(name, MISS)
+        except ValueError:  # an emptied cell
+            return False
+        if now is not kernel:
+            return False
+    return True
+
+
 def fast_entry(function: Any, slow: Any) -> Any:
     """`slow` (a compiled function's call or replay) behind the C helper's entry, which
     replays a call of the very objects of the last armed one without Python frames

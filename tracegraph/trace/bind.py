@@ -23,6 +23,7 @@ from ..ir import (
     CopyRole,
     InputKind,
     InputLeaf,
+    OpKind,
     OutputKind,
     OutputLeaf,
     Program,
@@ -77,7 +78,7 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     held = [b.external for b in tracer.buffers if b.kind == HOST_CONSTANT
             and isinstance(b.external, np.ndarray)]
     guards = find_guards(fn, leaves, paths, list(tracer.host_captured.values()), name,
-                         _def_location(fn), held) if tracer.host_captured or held else ()
+                         _def_location(fn), held, _kernels(tracer.ops))
     return Program(name, ops, tuple(tracer.buffers), tuple(inputs), tree, tuple(outputs),
                    out_tree, op_graph(ops), device_mode,
                    aliased_inputs(tracer.buffers, inputs, infos),
@@ -251,6 +252,20 @@ def _argument_view(held: InputLeaf | None, buffer: Buffer, view: View) -> Output
         return None
     return OutputLeaf(OutputKind.INPUT_VIEW, input_index=held.index, view=view,
                       value=view.offset - held.view.offset)
+
+
+def _kernels(ops: Any) -> list[Any]:
+    """The kernel objects launched by `ops` and by the bodies of their control flow."""
+    found: dict[int, Any] = {}
+    stack = list(ops)
+    while stack:
+        op = stack.pop()
+        if op.kind == OpKind.KERNEL:
+            found.setdefault(id(op.launch.kernel), op.launch.kernel)
+        elif op.kind == OpKind.CONDITIONAL:
+            for body in op.conditional.bodies:  # ops while tracing, Programs after
+                stack += getattr(body, "ops", body)
+    return list(found.values())
 
 
 def _refuse_constants_after_host_writes(tracer: Tracer, inputs: list[InputLeaf],

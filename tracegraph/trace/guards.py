@@ -104,19 +104,52 @@ class ValueGuard:
         return static_key(self.ref.resolve(fn, leaves)) == self.key
 
 
+@dataclass(frozen=True)
+class KernelGuard:
+    """A kernel the function launched and a name its code uses that found it (`step`,
+    `self.kernel`): rebinding the name (a notebook cell run again) launches the new kernel
+    eagerly, so the graph holds while the name finds the same kernel object."""
+    ref: HostRef
+    kernel: Any
+    # (scope dict, name, kernel) or (cell, None, kernel) where a global or closure variable
+    # the code names found it: what a direct replay checks itself (backends.checks_hold, C)
+    check: tuple | None = None
+
+    @property
+    def array(self) -> Any:
+        return _GONE
+
+    def holds(self, fn: Callable, leaves: list) -> bool:
+        return self.ref.resolve(fn, leaves) is self.kernel
+
+
+def _fast_check(fn: Callable, ref: HostRef, kernel: Any) -> tuple | None:
+    if ref.steps:
+        return None
+    kind, name = ref.root[0], ref.root[1]
+    if kind == "global":
+        return (fn.__globals__, name, kernel)
+    if kind == "closure":
+        cell = fn.__closure__[fn.__code__.co_freevars.index(name)]  # type: ignore[index]
+        return (cell, None, kernel)
+    return None
+
+
 _SELECTORS = (int, float, str, bool, np.integer, np.floating, np.bool_, type(None), enum.Enum)
 VARIANTS = 3      # graphs kept per signature for what captured arrays' names find now
 _RETRACES = 8     # traces for moved captured arrays before a warning says what to do
 
 
-def stale_guard(program: Any, fn: Callable, leaves: list) -> Guard | ValueGuard | None:
+def stale_guard(program: Any, fn: Callable, leaves: list) -> Any:
     """The first guard of `program` whose path finds another array now (None: none)."""
     return next((g for g in program.guards if not g.holds(fn, leaves)), None)
 
 
-def stale_error(stale: Guard | ValueGuard, qualname: str) -> SignatureError:
+def stale_error(stale: Any, qualname: str) -> SignatureError:
     what = ("another value than when {q} was traced, which may pick another captured "
             "device array" if isinstance(stale, ValueGuard) else
+            "another kernel than when {q} was traced, and the graph launches the old one"
+            if isinstance(stale, KernelGuard) else
             "another device array than when {q} was traced, and the graph holds the old "
             "one by address").format(q=qualname)
     return SignatureError(f"{stale.ref.describe()} holds {what}",
@@ -124,25 +157,37 @@ def stale_error(stale: Guard | ValueGuard, qualname: str) -> SignatureError:
 
 
 def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any],
-                name: str, where: str, held: list[Any] = ()) -> tuple[Guard, ...]:  # type: ignore[assignment]
+                name: str, where: str, held: list[Any], kernels: list[Any]) -> tuple[Any, ...]:
     """A guard for every path that finds a captured array, or an array holding it (a view
     the function took: `W[2:]`): all of them, since the code may read any one (aliases,
     tied weights). Warn about arrays no path finds. `held`: the host arrays it copied to
     the device (cuda.to_device(TABLE)), guarded where a path finds them (an array the
-    function made is found by none, and is what eager makes again)."""
+    function made is found by none, and is what eager makes again). `kernels`: the
+    kernels it launched, guarded where a path the code names finds them (one a called
+    function launches through its own globals is found by none: docs/sharp-edges.md)."""
     targets = {id(a): a for a in captured}
     held_ids = {id(h) for h in held}
+    kernel_ids = {id(k) for k in kernels}
     names = _code_names(fn)
-    guards: list[Guard] = []
+    guards: list[Any] = []
     holders: list[Guard] = []  # paths to other device arrays: views' bases
-    for ref, value in _search(fn, leaves, paths, names):
+    for ref, value in _search(fn, leaves, paths, names, kernel_ids):
+        if id(value) in kernel_ids:
+            if _named(ref, names):
+                guards.append(KernelGuard(ref, value, _fast_check(fn, ref, value)))
+            continue
+        if not captured:  # no selector or view can matter
+            held_info = arguments.describe(value) if id(value) in held_ids else None
+            if held_info is not None and _named(ref, names):
+                guards.append(Guard(ref, value, held_info))
+            continue
         if isinstance(value, _SELECTORS):
             # (an argument itself is in the signature already)
             # and no list items: a counter the function keeps (`TR[0] += 1`) would retrace
             # it on every call (a config entry, `CFG["layer"]`, is looked at)
             if (ref.steps or ref.root[0] != "leaf") and _named(ref, names) and \
                     all(how == "." or isinstance(key, str) for how, key in ref.steps):
-                guards.append(ValueGuard(ref, static_key(value)))  # type: ignore[arg-type]
+                guards.append(ValueGuard(ref, static_key(value)))
             continue
         info = arguments.describe(value)
         if info is not None and info.placement == arguments.DEVICE:
@@ -169,8 +214,8 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     return tuple(guards)
 
 
-def _search(fn: Callable, leaves: list, paths: list[str],
-            names: frozenset[str]) -> Iterator[tuple[HostRef, Any]]:
+def _search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
+            also: set[int] = frozenset()) -> Iterator[tuple[HostRef, Any]]:  # type: ignore[assignment]
     """Breadth first from the roots, every path to a device array (up to _DEPTH steps,
     _VISITS objects looked into, _LOOKS values looked at); an object that raises is
     skipped."""
@@ -182,7 +227,7 @@ def _search(fn: Callable, leaves: list, paths: list[str],
         value, ref = queue.popleft()
         looked += 1
         try:
-            if arguments.describe(value) is not None or (
+            if id(value) in also or arguments.describe(value) is not None or (
                     isinstance(value, _SELECTORS) and len(ref.steps) <= 2):
                 yield ref, value
                 continue
@@ -302,6 +347,7 @@ def guarded_now(program: Any, fn: Callable, leaves: list) -> tuple:
     """What each guard's path finds now (a value, or an array's memory and layout, so a
     fresh view over the same memory is the same): the key of the graph for them."""
     return tuple(_value_key(g.ref.resolve(fn, leaves)) if isinstance(g, ValueGuard) else
+                 ("kernel", id(g.ref.resolve(fn, leaves))) if isinstance(g, KernelGuard) else
                  _memory(g.ref.resolve(fn, leaves)) for g in program.guards)
 
 

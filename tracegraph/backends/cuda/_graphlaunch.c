@@ -73,8 +73,9 @@ static PyObject *referent(PyObject *ref) {
 
 /* The replay of a call with the very objects the executable is armed with
  * (executable.armed: their weak references; executable.fast: (graph exec, stream handle,
- * result, stream) where result is -1 for None or the index of the argument returned and
- * stream the object the caller passed, None for the default), checked and launched under
+ * result, stream, checks) where result is -1 for None or the index of the argument
+ * returned, stream the object the caller passed (None for the default) and checks what
+ * the kernels' names must still find), checked and launched under
  * the GIL, so no other thread re-points the graph in between. A new reference,
  * NotImplemented when it does not apply, NULL with RuntimeError when the launch failed. A
  * graph exec of 0 without a driver (CPU tests) checks without launching. */
@@ -86,12 +87,29 @@ static PyObject *replay_core(PyObject *executable, PyObject *const *given, Py_ss
     if (fast == NULL) { Py_DECREF(armed); return NULL; }
     PyObject *out = Py_NotImplemented;
     Py_ssize_t n = PyTuple_Check(armed) ? PyTuple_GET_SIZE(armed) : -1;
-    if (n != ngiven || !PyTuple_Check(fast) || PyTuple_GET_SIZE(fast) != 4 ||
-        PyTuple_GET_ITEM(fast, 3) != stream_given)
+    if (n != ngiven || !PyTuple_Check(fast) || PyTuple_GET_SIZE(fast) != 5 ||
+        PyTuple_GET_ITEM(fast, 3) != stream_given || !PyTuple_Check(PyTuple_GET_ITEM(fast, 4)))
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *obj = referent(PyTuple_GET_ITEM(armed, i));
         if (obj == NULL || obj != given[i]) goto done;
+    }
+    /* the kernels' names still find them: (scope dict, name, kernel) or (cell, None, kernel) */
+    PyObject *checks = PyTuple_GET_ITEM(fast, 4);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(checks); i++) {
+        PyObject *check = PyTuple_GET_ITEM(checks, i);
+        if (!PyTuple_Check(check) || PyTuple_GET_SIZE(check) != 3) goto done;
+        PyObject *scope = PyTuple_GET_ITEM(check, 0), *name = PyTuple_GET_ITEM(check, 1);
+        PyObject *now;
+        if (name == Py_None) {
+            if (!PyCell_Check(scope)) goto done;
+            now = PyCell_GET(scope);
+        } else {
+            if (!PyDict_Check(scope)) goto done;
+            now = PyDict_GetItemWithError(scope, name);
+            if (now == NULL && PyErr_Occurred()) { out = NULL; goto done; }
+        }
+        if (now != PyTuple_GET_ITEM(check, 2)) goto done;
     }
     void *exec = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 0));
     void *stream = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 1));

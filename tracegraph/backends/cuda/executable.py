@@ -17,7 +17,7 @@ from ...signature import (
     has_fixed_metadata,
     weak,
 )
-from .. import MISS
+from .. import MISS, checks_hold
 from ..sim import loop_limit_error
 from .build import GraphBuilder
 from .memory import GraphMemory
@@ -70,6 +70,7 @@ class CudaExecutable:
                            self.replayer.scalar_values or self.table.host_inputs or
                            self.table.constants)
         self.armed: tuple | None = None  # the last call's leaves (weakly), when plain
+        self._checks: tuple = ()  # what must hold for a direct replay besides (run)
         # (graph exec, stream, result) for the C replay of an armed call (fast_result),
         # set before `armed` whenever it is armed; read with it under the GIL
         self.fast: tuple | None = None
@@ -95,9 +96,10 @@ class CudaExecutable:
         return self.built.graph
 
     def run(self, leaves: list[Any], infos: list[ArrayInfo | None], stream: Any = None,
-            arm: bool = False) -> Any:
+            arm: bool = False, checks: tuple = ()) -> Any:
         """One replay. `arm`: these leaves are the caller's arguments, of fixed metadata,
-        so the next call with the very same objects may take replay_same."""
+        so the next call with the very same objects may take replay_same while `checks`
+        hold (the kernels' names still find them: trace.guards.checks_hold)."""
         if getattr(_thread, "platform", None) is not self.platform:  # a thread's first
             self.platform.set_current()
             _thread.platform = self.platform
@@ -122,7 +124,8 @@ class CudaExecutable:
                 r.write_back(staged, leaves)
                 self._check_limits()
             if arm and self._plain:  # launches of one graph are ordered on any streams
-                self.fast = self._fast_args(stream)
+                self._checks = checks
+                self.fast = self._fast_args(stream, checks)
                 self.armed = tuple(map(weak, leaves))
                 self._armed_infos = list(infos)
                 self._armed_disjoint = disjoint(infos)
@@ -148,6 +151,8 @@ class CudaExecutable:
         if armed is None or len(armed) != len(args) \
                 or getattr(_thread, "platform", None) is not self.platform:
             return MISS  # a thread's first call: the full path makes the device current
+        if self._checks and not checks_hold(self._checks):
+            return MISS  # a kernel's name finds another: the full path traces for it
         with self._lock:
             armed = self.armed  # another thread's call may have moved the graph since
             if armed is None or len(armed) != len(args):
@@ -191,9 +196,10 @@ class CudaExecutable:
             return single.input_index
         return None
 
-    def _fast_args(self, stream: Any) -> tuple | None:
-        """(graph exec, stream handle, result, the caller's stream object) for the C replay
-        of a call on that same stream object (None: the default stream)."""
+    def _fast_args(self, stream: Any, checks: tuple) -> tuple | None:
+        """(graph exec, stream handle, result, the caller's stream object, checks) for the
+        C replay of a call on that same stream object (None: the default stream) while
+        the checks hold."""
         if self._fast_replay is None or self._fast_result is None or \
                 self.memory.arena_allocation is not None:
             return None
@@ -205,7 +211,7 @@ class CudaExecutable:
             if cached[0] is not graph or cached[1] is not stream:
                 return None
             s = cached[2]
-        return (int(graph.handle), int(s.handle), self._fast_result, stream)
+        return (int(graph.handle), int(s.handle), self._fast_result, stream, checks)
 
     def _moved(self, args: tuple, moved: list[int]) -> list | None:
         """The infos of the armed call with arguments `moved` replaced by these, if the
