@@ -12,6 +12,7 @@ MOVED_INPUTS_MODES = ("auto", "repoint", "copy")
 CUDA_PLATFORM = "TRACEGRAPH_CUDA_PLATFORM"  # "fake": the cuda backend on the CPU (tests)
 MATMUL = "TRACEGRAPH_MATMUL"  # auto | cublas | kernel: what tracegraph.ops.matmul runs
 C_LAUNCH = "TRACEGRAPH_C_LAUNCH"  # 1 (default) | 0: replays launch through the C helper
+BATCH_NODES = "TRACEGRAPH_BATCH_NODES"  # 0 (default) | 1: kernel nodes made in one C call
 
 
 def backend_override() -> str | None:
@@ -58,6 +59,13 @@ def c_launch() -> bool:
     """Whether replays on the default stream launch through the optional C helper
     (backends/cuda/_graphlaunch.c) where it is built; 0 launches through cuda.core."""
     return os.environ.get(C_LAUNCH, "1").strip() != "0"
+
+
+def batch_nodes() -> bool:
+    """Whether a graph's plain kernel nodes are made in one call of the C helper
+    (add_kernel_nodes). Off unless TRACEGRAPH_BATCH_NODES=1: written in a session without
+    a GPU, it has not run on one yet (docs/performance.md, sixth session)."""
+    return os.environ.get(BATCH_NODES, "0").strip() == "1"
 
 
 def sim_order_seed() -> int | None:

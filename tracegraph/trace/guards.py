@@ -123,6 +123,17 @@ class KernelGuard:
         return self.ref.resolve(fn, leaves) is self.kernel
 
 
+def _kernel_or_held(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
+                    kernel_ids: set[int], held_ids: set[int]) -> list[Any]:
+    """The guard of a path the code names to a launched kernel or a held host array."""
+    if not _named(ref, names):
+        return []
+    if id(value) in kernel_ids:
+        return [KernelGuard(ref, value, _fast_check(fn, ref, value))]
+    info = arguments.describe(value) if id(value) in held_ids else None
+    return [] if info is None else [Guard(ref, value, info)]
+
+
 def _fast_check(fn: Callable, ref: HostRef, kernel: Any) -> tuple | None:
     if ref.steps:
         return None
@@ -172,14 +183,8 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     guards: list[Any] = []
     holders: list[Guard] = []  # paths to other device arrays: views' bases
     for ref, value in _search(fn, leaves, paths, names, kernel_ids):
-        if id(value) in kernel_ids:
-            if _named(ref, names):
-                guards.append(KernelGuard(ref, value, _fast_check(fn, ref, value)))
-            continue
-        if not captured:  # no selector or view can matter
-            held_info = arguments.describe(value) if id(value) in held_ids else None
-            if held_info is not None and _named(ref, names):
-                guards.append(Guard(ref, value, held_info))
+        if id(value) in kernel_ids or not captured:  # (no selector or view can matter)
+            guards += _kernel_or_held(fn, ref, value, names, kernel_ids, held_ids)
             continue
         if isinstance(value, _SELECTORS):
             # (an argument itself is in the signature already)

@@ -21,6 +21,7 @@ from ...plan import CScalar, Plan, PlanNode, Ptr, ScalarSlot
 from ...signature import describe
 from .memory import GraphMemory
 from .moved_inputs import WatchedInput
+from .pending import PendingKernels
 from .platform import error_name
 
 BRACKET = True  # scripts/probe_memcpy_node_effect.py turns it off to measure its effect
@@ -52,15 +53,14 @@ class GraphBuilder:
                           OpKind.CONDITIONAL: self._conditional,
                           OpKind.LIBRARY: self._library}
         self._priorities = _uses_priority(plan.nodes)
-        self._pending: list[tuple[_Pending, tuple]] = []  # root kernel nodes to make
+        self._pending = PendingKernels()  # the root's plain kernel nodes, made together
         self._resolved: dict[int, list] = {}  # id(node.params) -> their values, this build
 
     def build(self, instantiate: bool = True) -> BuiltGraph:
         """Every node at the root of its graph, then the graph's edges in one call."""
         built = BuiltGraph(self.platform.new_graph())
         edges: list[tuple[Any, Any]] = []
-        self._pending = []
-        self._resolved = {}
+        self._pending, self._resolved = PendingKernels(), {}  # (a failed build's are gone)
         for node in self.plan.nodes:
             try:
                 g = self._builders[node.kind](built, node, built.gdef, edges)
@@ -73,7 +73,12 @@ class GraphBuilder:
             if node.kind != OpKind.CONDITIONAL:  # it joins its own helper node to them
                 _after_deps(built, node, g, edges)
             built.nodes[node.index] = g
-        self._add_pending(built, edges)
+        self._resolved = {}
+        try:
+            built.nodes = self._pending.make(self.platform, built.gdef, built.nodes, edges)
+        except Exception as exc:
+            raise CudaError(f"building the graph's kernel nodes failed: {exc}",
+                            error_name=error_name(exc), call="cuGraphAddKernelNode") from exc
         try:
             self._input_copies(built, edges)
             if BRACKET:
@@ -161,11 +166,9 @@ class GraphBuilder:
         built.args[node.index] = list(shared)
         attrs = launch.attributes
         if root is built.gdef and not (cooperative or launch.cooperative) and attrs is None:
-            # made with the graph's other plain kernel nodes in one call (_add_pending)
-            pending = _Pending()
-            self._pending.append((pending, (launch.griddim, launch.blockdim, launch.sharedmem,
-                                            kernel, shared)))
-            return pending
+            # made with the graph's other plain kernel nodes in one call (build)
+            return self._pending.add((launch.griddim, launch.blockdim, launch.sharedmem,
+                                      kernel, shared))
         g = self.platform.add_kernel(root, launch.griddim, launch.blockdim, launch.sharedmem,
                                      kernel, built.args[node.index])
         if cooperative or launch.cooperative:
@@ -179,22 +182,6 @@ class GraphBuilder:
                 self.platform.set_access_policy(g, self.target(attrs.persist.buffer) + lo,
                                                 hi - lo, attrs.hit_ratio)
         return g
-
-    def _add_pending(self, built: BuiltGraph, edges: list[tuple[Any, Any]]) -> None:
-        """The root's plain kernel nodes, in one platform call; the placeholders they were
-        given in `built.nodes` and `edges` replaced by them."""
-        pending, self._pending, self._resolved = self._pending, [], {}
-        if not pending:
-            return
-        try:
-            made = self.platform.add_kernels(built.gdef, [launch for _, launch in pending])
-        except Exception as exc:
-            raise CudaError(f"building the graph's {len(pending)} kernel nodes failed: {exc}",
-                            error_name=error_name(exc), call="cuGraphAddKernelNode") from exc
-        for (placeholder, _), g in zip(pending, made):
-            placeholder.node = g
-        built.nodes = {k: _made(g) for k, g in built.nodes.items()}
-        edges[:] = [(_made(a), _made(b)) for a, b in edges]
 
     def _check_baked(self, node: PlanNode, baked: list[tuple[int, int]]) -> None:
         """Every array Numba compiled into the kernel is one the trace ordered the launch
@@ -392,19 +379,6 @@ def _uses_priority(nodes: Any) -> bool:
         if any(_uses_priority(body) for body in n.bodies):
             return True
     return False
-
-
-class _Pending:
-    """A kernel node not made yet (GraphBuilder._add_pending makes it)."""
-
-    __slots__ = ("node",)
-
-    def __init__(self) -> None:
-        self.node: Any = None
-
-
-def _made(g: Any) -> Any:
-    return g.node if type(g) is _Pending else g
 
 
 def label(node: PlanNode) -> str:

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ... import _numba
+from ... import _numba, config
 from ...ir import ForeignKernel
 from . import handles, rawnodes
 
@@ -182,7 +182,8 @@ class CudaPlatform:
     def add_kernels(self, graph: Any, launches: list[tuple]) -> list[Any]:
         """Kernel nodes at the root of `graph`, one per (grid, block, sharedmem, kernel,
         args), in one C call where the helper is built."""
-        return rawnodes.add_kernels(graph, launches, _c_function("add_kernel_nodes"))
+        batch = _c_function("add_kernel_nodes") if config.batch_nodes() else None
+        return rawnodes.add_kernels(graph, launches, batch)
 
     def add_host(self, graph: Any, fn: Callable[[], None]) -> Any:
         return rawnodes.add_host(graph, fn)
