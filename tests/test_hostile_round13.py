@@ -270,3 +270,58 @@ def test_a_kernel_held_by_an_attribute_rebound_is_the_new_one(backend):
     with pytest.raises(SignatureError, match="another kernel"):
         m.kernel = _plus_100
         f.replay(m, x, out)
+
+
+# round 14, on the fixes above: values that pick a kernel or a held host array in a
+# function that captures no device array; dict keys equal but not alike
+KS = [_times_two, _negate]
+IDX = 0
+REG = {"a": _times_two, "b": _negate}
+CFG = {"act": "a"}
+TABLES = [np.full(4, 2.0), np.full(4, 3.0)]
+
+
+def test_values_that_pick_a_kernel_or_a_host_array_are_checked(backend):
+    global IDX
+    x, out = cuda.to_device(np.arange(4.0)), cuda.device_array(4)
+
+    def by_index(x, out):
+        KS[IDX][1, 32](x, out)
+
+    def by_config(x, out):
+        REG[CFG["act"]][1, 32](x, out)
+
+    def host_by_index(x, out):
+        mul[1, 8](x, cuda.to_device(TABLES[IDX]), out)
+
+    for fn, first, second in ((by_index, 2.0, -1.0), (by_config, 2.0, -1.0),
+                              (host_by_index, 2.0, 3.0)):
+        IDX, CFG["act"] = 0, "a"
+        f = tg.compile(fn, backend=backend)
+        f(x, out)
+        f(x, out)
+        np.testing.assert_array_equal(out.copy_to_host(), first * np.arange(4.0))
+        IDX, CFG["act"] = 1, "b"
+        f(x, out)
+        np.testing.assert_array_equal(out.copy_to_host(), second * np.arange(4.0))
+    IDX, CFG["act"] = 0, "a"
+
+
+@cuda.jit
+def _divide(x, k):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] / k
+
+
+def test_dict_keys_equal_but_not_alike_are_another_signature(backend):
+    def body(x, d):
+        for k in d:
+            _divide[1, 32](x, k)
+        return x
+
+    f = tg.compile(body, backend=backend)
+    assert (f(cuda.to_device(np.ones(4)), {0.0: 1}).copy_to_host() == np.inf).all()
+    assert (f(cuda.to_device(np.ones(4)), {-0.0: 1}).copy_to_host() == -np.inf).all()
+    f(cuda.to_device(np.ones(4)), {0.0: 1})
+    assert len(f.compiled) == 2

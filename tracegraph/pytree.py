@@ -101,8 +101,10 @@ def flatten_ordered(obj: Any, names: Callable[[Any], str] | str = "") -> tuple[l
                 if where not in seen:
                     seen.add(where)
                     keys = tuple(accessor[:i](obj).keys())
-                    if list(keys) != sorted(keys, key=repr):
-                        orders.append((where, keys))
+                    # keys equal but not alike (0.0 and -0.0, 1 and True) are told apart too
+                    if list(keys) != sorted(keys, key=repr) or \
+                            not all(type(k) is str for k in keys):
+                        orders.append((where, tuple((type(k), repr(k)) for k in keys)))
     return leaves, paths, spec, tuple(orders)
 
 

@@ -95,6 +95,7 @@ class ValueGuard:
     captured array a kernel gets (`WL[IDX]`): the graph holds while it is the same."""
     ref: HostRef
     key: tuple
+    check: tuple | None = None  # as KernelGuard's: the very object a direct replay expects
 
     @property
     def array(self) -> Any:
@@ -183,16 +184,16 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     guards: list[Any] = []
     holders: list[Guard] = []  # paths to other device arrays: views' bases
     for ref, value in _search(fn, leaves, paths, names, kernel_ids):
-        if id(value) in kernel_ids or not captured:  # (no selector or view can matter)
-            guards += _kernel_or_held(fn, ref, value, names, kernel_ids, held_ids)
-            continue
-        if isinstance(value, _SELECTORS):
-            # (an argument itself is in the signature already)
-            # and no list items: a counter the function keeps (`TR[0] += 1`) would retrace
-            # it on every call (a config entry, `CFG["layer"]`, is looked at)
+        if isinstance(value, _SELECTORS) and id(value) not in kernel_ids:
+            # values that may pick a captured array, a kernel or a held host array
+            # (`KS[IDX]`); an argument itself is in the signature already; no list items:
+            # a counter the function keeps (`TR[0] += 1`) would retrace it on every call
             if (ref.steps or ref.root[0] != "leaf") and _named(ref, names) and \
                     all(how == "." or isinstance(key, str) for how, key in ref.steps):
-                guards.append(ValueGuard(ref, static_key(value)))
+                guards.append(ValueGuard(ref, static_key(value), _fast_check(fn, ref, value)))
+            continue
+        if id(value) in kernel_ids or not captured:  # (no view of a capture can matter)
+            guards += _kernel_or_held(fn, ref, value, names, kernel_ids, held_ids)
             continue
         info = arguments.describe(value)
         if info is not None and info.placement == arguments.DEVICE:
