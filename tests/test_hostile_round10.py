@@ -139,7 +139,7 @@ _HIDDEN: dict = {}
 
 
 def test_a_large_dataset_reachable_from_globals_is_searched_within_bounds(backend):
-    from tracegraph.trace import guards
+    from tracegraph.trace import paths as guards  # the search lives there
 
     def body(x):
         out = cuda.device_array_like(x)
@@ -150,17 +150,17 @@ def test_a_large_dataset_reachable_from_globals_is_searched_within_bounds(backen
 
     _HIDDEN["w"] = _dev(3)
     looked = []
-    real = guards._children
+    real = guards.children
 
     def counting(value, names):
         for item in real(value, names):
             looked.append(1)
             yield item
-    guards._children = counting
+    guards.children = counting
     try:
         out = tg.compile(body, backend=backend)(_x())
     finally:
-        guards._children = real
+        guards.children = real
     np.testing.assert_array_equal(_host(out), np.arange(N) * 3.0)
     # each object looked into may give one entry past the bound (then dropped)
     assert len(looked) <= guards._LOOKS + guards._VISITS

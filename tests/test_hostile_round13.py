@@ -325,3 +325,117 @@ def test_dict_keys_equal_but_not_alike_are_another_signature(backend):
     assert (f(cuda.to_device(np.ones(4)), {-0.0: 1}).copy_to_host() == -np.inf).all()
     f(cuda.to_device(np.ones(4)), {0.0: 1})
     assert len(f.compiled) == 2
+
+
+class KernelHolder:
+    act = _times_two
+    W = np.full(4, 2.0)
+
+
+class Block:
+    act = _times_two
+
+    def __eq__(self, other):
+        return isinstance(other, Block)
+
+    def __hash__(self):
+        return 1
+
+    def step(self, x, out):
+        self.act[1, 32](x, out)
+
+
+class Callable:
+    def __init__(self):
+        self.k = _times_two
+
+    def __call__(self, x, out):
+        self.k[1, 32](x, out)
+
+
+T2 = np.full(8, 2.0)
+
+
+def test_kernels_and_host_arrays_held_by_classes_slices_and_callable_objects(backend):
+    global T2
+    T2 = np.full(8, 2.0)
+    x, out = cuda.to_device(np.arange(4.0)), cuda.device_array(4)
+    ar = np.arange(4.0)
+
+    def by_class(x, out):
+        KernelHolder.act[1, 32](x, out)
+
+    def host_by_class(x, out):
+        mul[1, 8](x, cuda.to_device(KernelHolder.W), out)
+
+    def host_slice(x, out):
+        mul[1, 8](x, cuda.to_device(T2[:4]), out)
+
+    f, g, h = (tg.compile(fn, backend=backend) for fn in (by_class, host_by_class, host_slice))
+    b = tg.compile(Block.step, backend=backend)
+    c = Callable()
+    cc = tg.compile(c, backend=backend)
+    for fn, args in ((f, (x, out)), (g, (x, out)), (h, (x, out)), (b, (Block(), x, out)),
+                     (cc, (x, out))):
+        fn(*args)
+        fn(*args)
+        np.testing.assert_array_equal(out.copy_to_host(), 2 * ar)
+    KernelHolder.act, KernelHolder.W, Block.act, T2, c.k = \
+        _negate, np.full(4, 5.0), _negate, np.full(8, 7.0), _plus_100
+    try:
+        for fn, args, want in ((f, (x, out), -ar), (g, (x, out), 5 * ar), (h, (x, out), 7 * ar),
+                               (b, (Block(), x, out), -ar), (cc, (x, out), ar + 100)):
+            fn(*args)
+            np.testing.assert_array_equal(out.copy_to_host(), want)
+    finally:
+        KernelHolder.act, KernelHolder.W, Block.act = _times_two, np.full(4, 2.0), _times_two
+
+
+def test_a_padded_host_argument_copied_in_after_a_write_is_refused(backend):
+    def step(x):
+        double[1, 64](x)
+        d = cuda.to_device(H)
+        out = cuda.device_array(1)
+        total[1, 1](d, out)
+        return out
+
+    f = tg.compile(step, backend=backend, dynamic={"x": 0}, buckets=(8, 16))
+    H[:] = np.arange(16.0)
+    with pytest.raises(TraceError, match="after a kernel wrote x"):
+        f(H[:5])
+    np.testing.assert_array_equal(H, np.arange(16.0))  # nothing ran
+
+
+STEPS = 0
+
+
+class Counter:
+    def __init__(self):
+        self.calls = 0
+
+    def __eq__(self, other):
+        return isinstance(other, Counter)
+
+    def __hash__(self):
+        return 2
+
+    def step(self, x, out):
+        self.calls += 1
+        _times_two[1, 32](x, out)
+
+
+def test_state_the_function_keeps_is_no_guard(backend):
+    """Values the function assigns (a counter) pick nothing: no trace on every call."""
+    def counted(x, out):
+        global STEPS
+        STEPS += 1
+        _times_two[1, 32](x, out)
+
+    x, out = cuda.to_device(np.arange(4.0)), cuda.device_array(4)
+    f = tg.compile(counted, backend=backend)
+    m = tg.compile(Counter.step, backend=backend)
+    c = Counter()
+    for _ in range(4):
+        f(x, out)
+        m(c, x, out)
+    assert len(f.compiled) == 1 and len(m.compiled) == 1

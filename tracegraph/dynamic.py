@@ -171,15 +171,25 @@ def refuse_captured_overlap(padded: Padded, program: Any, paths: list[str],
     """A dynamic device argument padded into a copy of its own while the graph captures a
     device array sharing its memory: a write through one would not reach the other (as it
     does eagerly), so this is refused as _refuse_shared_memory refuses it between
-    arguments."""
+    arguments. A host one whose memory the function copies in after writing it
+    (bind._refuse_constants_after_host_writes, which the copy hid from the trace) too."""
     from .ir import BufferKind
     from .signature import DEVICE, describe
+    from .trace.bind import constant_after_write, constant_after_write_error
     captured = [(b.address, b.address + b.nbytes) for b in program.buffers
                 if b.kind == BufferKind.EXTERNAL]
     for i, original in padded.originals.items():
         info, now = describe(original), describe(padded.leaves[i])
-        if not captured or info is None or now is None or info.placement != DEVICE or \
-                now.extent[0] == info.extent[0]:  # padded in its own memory
+        if info is None or now is None or now.extent[0] == info.extent[0]:
+            continue  # padded in its own memory
+        inp = program.inputs[i]
+        if info.placement != DEVICE:  # a host copy the trace saw after a write to the copy
+            where = inp.written and constant_after_write(program.ops, program.buffers,
+                                                         inp.buffer, info.extent)
+            if where:
+                raise constant_after_write_error(paths[i], where)
+            continue
+        if not captured:
             continue
         lo, hi = info.extent
         if any(a < hi and lo < b for a, b in captured):

@@ -273,30 +273,38 @@ def _refuse_constants_after_host_writes(tracer: Tracer, inputs: list[InputLeaf],
     """cuda.to_device (or copy_to_device) of host memory a NumPy argument shares, after a
     kernel wrote that argument: eager Numba copies the argument back right after the launch,
     so the copy sees the new values; the graph writes it back only at its end."""
-    written = [(inp, info) for inp in inputs if inp.written and inp.placement == arguments.HOST
-               and (info := infos[inp.index]) is not None]
-    if not written:
-        return
-    first_write: dict[int, int] = {}
-    for k, op in enumerate(tracer.ops):
+    for inp in inputs:
+        info = infos[inp.index]
+        if inp.written and inp.placement == arguments.HOST and info is not None:
+            where = constant_after_write(tracer.ops, tracer.buffers, inp.buffer, info.extent)
+            if where is not None:
+                raise constant_after_write_error(inp.path, where)
+
+
+def constant_after_write(ops: Any, buffers: Any, buffer: int,
+                         extent: tuple[int, int]) -> str | None:
+    """Where a host array overlapping host memory `extent` is copied in (a HOST_CONSTANT
+    copy) after an op wrote input `buffer`; None where none is."""
+    written = False
+    for op in ops:
         data = op.data
         if isinstance(data, Copy) and data.role == CopyRole.CONSTANT:
-            held = arguments.describe(tracer.buffers[data.src.buffer].external)
-            for inp, info in written:
-                if inp.buffer in first_write and held is not None and \
-                        held.extent[0] < info.extent[1] and info.extent[0] < held.extent[1]:
-                    raise TraceError(f"a host array sharing memory with argument {inp.path} "
-                                     "is copied to the device after a kernel wrote "
-                                     f"{inp.path}: eager Numba copies {inp.path} back after "
-                                     "that launch, the graph only at its end",
-                                     where=op.location,
-                                     fix=f"copy {inp.path} itself (it is already on the "
-                                         "device inside the graph), or pass the data as a "
-                                         "device array")
+            held = arguments.describe(buffers[data.src.buffer].external)
+            if written and held is not None and held.extent[0] < extent[1] and \
+                    extent[0] < held.extent[1]:
+                return op.location
         elif not (isinstance(data, Copy) and data.role == CopyRole.INPUT):
-            for a in op.accesses:
-                if a.writes and a.stop > a.start:
-                    first_write.setdefault(a.buffer, k)
+            written = written or any(a.buffer == buffer and a.writes and a.stop > a.start
+                                     for a in op.accesses)
+    return None
+
+
+def constant_after_write_error(path: str, where: str) -> TraceError:
+    return TraceError(f"a host array sharing memory with argument {path} is copied to the "
+                      f"device after a kernel wrote {path}: eager Numba copies {path} back "
+                      "after that launch, the graph only at its end", where=where,
+                      fix=f"copy {path} itself (it is already on the device inside the "
+                          "graph), or pass the data as a device array")
 
 
 def _mark_written_and_write_back(tracer: Tracer, inputs: list[InputLeaf]) -> list[InputLeaf]:

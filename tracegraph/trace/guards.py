@@ -9,61 +9,15 @@ found by no path is named in a warning at trace time: rebinding it is not seen.
 """
 from __future__ import annotations
 
-import enum
-import itertools
-import types
 import warnings
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from ..errors import SignatureError
 from ..signature import arguments
 from ..signature.call import static_key
-
-_DEPTH = 3       # steps from a root: self.layers[2].w
-_BREADTH = 256   # entries looked at per container or object
-_VISITS = 4096   # objects looked into per trace: a large reachable dataset stays cheap
-_ALIASES = 4     # paths looked into one object by (MODEL and self.model)
-_LOOKS = 20_000  # values looked at per trace (each described: about 1 us)
-
-
-@dataclass(frozen=True)
-class HostRef:
-    """A path from a root (("global", name), ("closure", name) or ("leaf", k, its name))
-    through attributes (".", name) and items ("[]", key)."""
-    root: tuple
-    steps: tuple[tuple[str, Any], ...]
-
-    def resolve(self, fn: Callable, leaves: list) -> Any:
-        kind, key = self.root[0], self.root[1]
-        try:
-            if kind == "global":
-                value = fn.__globals__[key]
-            elif kind == "closure":
-                cell = fn.__closure__[fn.__code__.co_freevars.index(key)]  # type: ignore[index]
-                value = cell.cell_contents
-            elif kind == "self":  # the instance of a bound method compiled as it is
-                value = fn.__self__  # type: ignore[attr-defined]
-            else:
-                value = leaves[key]
-            for how, name in self.steps:
-                value = getattr(value, name) if how == "." else value[name]
-        except Exception:  # the path leads nowhere now: not the array it found
-            return _GONE
-        return value
-
-    def describe(self) -> str:
-        out = self.root[2] if self.root[0] == "leaf" else self.root[1]
-        for how, name in self.steps:
-            out += f".{name}" if how == "." else f"[{name!r}]"
-        return out
-
-
-_GONE = object()
+from .paths import GONE, SELECTORS, HostRef, code_names, fast_check, named, search, stored_names
 
 
 @dataclass(frozen=True)
@@ -80,7 +34,7 @@ class Guard:
         if now is self.array and arguments.has_fixed_metadata(now):
             return True
         try:
-            info = arguments.describe(now) if now is not _GONE else None
+            info = arguments.describe(now) if now is not GONE else None
         except Exception:  # a path that now finds something odd: not the array
             return False
         return info is not None and (info.ptr, info.shape, info.strides, info.dtype,
@@ -99,7 +53,7 @@ class ValueGuard:
 
     @property
     def array(self) -> Any:
-        return _GONE
+        return GONE
 
     def holds(self, fn: Callable, leaves: list) -> bool:
         return static_key(self.ref.resolve(fn, leaves)) == self.key
@@ -118,36 +72,12 @@ class KernelGuard:
 
     @property
     def array(self) -> Any:
-        return _GONE
+        return GONE
 
     def holds(self, fn: Callable, leaves: list) -> bool:
         return self.ref.resolve(fn, leaves) is self.kernel
 
 
-def _kernel_or_held(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
-                    kernel_ids: set[int], held_ids: set[int]) -> list[Any]:
-    """The guard of a path the code names to a launched kernel or a held host array."""
-    if not _named(ref, names):
-        return []
-    if id(value) in kernel_ids:
-        return [KernelGuard(ref, value, _fast_check(fn, ref, value))]
-    info = arguments.describe(value) if id(value) in held_ids else None
-    return [] if info is None else [Guard(ref, value, info)]
-
-
-def _fast_check(fn: Callable, ref: HostRef, kernel: Any) -> tuple | None:
-    if ref.steps:
-        return None
-    kind, name = ref.root[0], ref.root[1]
-    if kind == "global":
-        return (fn.__globals__, name, kernel)
-    if kind == "closure":
-        cell = fn.__closure__[fn.__code__.co_freevars.index(name)]  # type: ignore[index]
-        return (cell, None, kernel)
-    return None
-
-
-_SELECTORS = (int, float, str, bool, np.integer, np.floating, np.bool_, type(None), enum.Enum)
 VARIANTS = 3      # graphs kept per signature for what captured arrays' names find now
 _RETRACES = 8     # traces for moved captured arrays before a warning says what to do
 
@@ -180,32 +110,44 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     targets = {id(a): a for a in captured}
     held_ids = {id(h) for h in held}
     kernel_ids = {id(k) for k in kernels}
-    names = _code_names(fn)
+    names, kept = code_names(fn), stored_names(fn)
     guards: list[Any] = []
     holders: list[Guard] = []  # paths to other device arrays: views' bases
-    for ref, value in _search(fn, leaves, paths, names, kernel_ids):
-        if isinstance(value, _SELECTORS) and id(value) not in kernel_ids:
+    host_holders: list[Guard] = []  # paths to host arrays: a held slice's base (T[:4])
+    for ref, value in search(fn, leaves, paths, names, kernel_ids):
+        if isinstance(value, SELECTORS) and id(value) not in kernel_ids:
             # values that may pick a captured array, a kernel or a held host array
             # (`KS[IDX]`); an argument itself is in the signature already; no list items:
             # a counter the function keeps (`TR[0] += 1`) would retrace it on every call
-            if (ref.steps or ref.root[0] != "leaf") and _named(ref, names) and \
-                    all(how == "." or isinstance(key, str) for how, key in ref.steps):
-                guards.append(ValueGuard(ref, static_key(value), _fast_check(fn, ref, value)))
+            if (ref.steps or ref.root[0] != "leaf") and named(ref, names) and \
+                    all(how == "." or isinstance(key, str) for how, key in ref.steps) and \
+                    (ref.steps[-1][1] if ref.steps else ref.root[1]) not in kept:
+                guards.append(ValueGuard(ref, static_key(value), fast_check(fn, ref, value)))
             continue
-        if id(value) in kernel_ids or not captured:  # (no view of a capture can matter)
-            guards += _kernel_or_held(fn, ref, value, names, kernel_ids, held_ids)
+        if id(value) in kernel_ids:
+            if named(ref, names):
+                guards.append(KernelGuard(ref, value, fast_check(fn, ref, value)))
             continue
         info = arguments.describe(value)
-        if info is not None and info.placement == arguments.DEVICE:
+        if info is None:
+            continue
+        if id(value) in held_ids:
+            if named(ref, names):
+                guards.append(Guard(ref, value, info))
+        elif info.placement == arguments.DEVICE:
             (guards if id(value) in targets else holders).append(Guard(ref, value, info))
-        elif info is not None and id(value) in held_ids and _named(ref, names):
-            guards.append(Guard(ref, value, info))
+        else:
+            host_holders.append(Guard(ref, value, info))
+    for h in held:  # found by no path the code names: the arrays holding its memory are
+        if not any(g.array is h for g in guards):
+            guards += [g for g in _holders(arguments.describe(h), host_holders)
+                       if named(g.ref, names)]
     missing = []
     for k, a in targets.items():
         mine = [g for g in guards if id(g.array) == k] or \
             _holders(arguments.describe(a), holders)
         selectors = [g.ref for g in guards if isinstance(g, ValueGuard)]
-        if not any(_named(g.ref, names) or _picked(g.ref, selectors) for g in mine):
+        if not any(named(g.ref, names) or _picked(g.ref, selectors) for g in mine):
             missing.append(a)  # only aliases the code never names: its own path is unseen
         guards += [g for g in mine if id(g.array) != k]
     if missing:
@@ -218,35 +160,6 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
                       f"arguments of the traced function (traced at {where})", UserWarning,
                       stacklevel=2)
     return tuple(guards)
-
-
-def _search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
-            also: set[int] = frozenset()) -> Iterator[tuple[HostRef, Any]]:  # type: ignore[assignment]
-    """Breadth first from the roots, every path to a device array (up to _DEPTH steps,
-    _VISITS objects looked into, _LOOKS values looked at); an object that raises is
-    skipped."""
-    seen: dict[int, int] = {}  # object -> paths looked into it by (aliases: a few)
-    queue: deque[tuple[Any, HostRef]] = deque((v, r) for r, v in _roots(fn, leaves, paths,
-                                                                         names))
-    looked = 0
-    while queue and looked < _LOOKS:
-        value, ref = queue.popleft()
-        looked += 1
-        try:
-            if id(value) in also or arguments.describe(value) is not None or (
-                    isinstance(value, _SELECTORS) and len(ref.steps) <= 2):
-                yield ref, value
-                continue
-            if seen.get(id(value), 0) >= _ALIASES or len(ref.steps) >= _DEPTH or \
-                    len(seen) >= _VISITS or not _worth_looking(value):
-                continue
-            seen[id(value)] = seen.get(id(value), 0) + 1
-            for step, child in _children(value, names):
-                if len(queue) + looked >= _LOOKS:
-                    break
-                queue.append((child, HostRef(ref.root, (*ref.steps, step))))
-        except Exception:  # a __getattr__ or property that raises: nothing found there
-            continue
 
 
 def _picked(ref: HostRef, selectors: list[HostRef]) -> bool:
@@ -262,93 +175,6 @@ def _holders(info: Any, holders: list[Guard]) -> list[Guard]:
     return [g for g in holders if g.info.extent[0] <= lo and hi <= g.info.extent[1]]
 
 
-def _roots(fn: Callable, leaves: list, paths: list[str],
-           names: frozenset[str]) -> Iterator[tuple[HostRef, Any]]:
-    for k, value in enumerate(leaves[:len(paths)]):
-        if arguments.describe(value) is None:
-            yield HostRef(("leaf", k, paths[k]), ()), value
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return
-    if getattr(fn, "__self__", None) is not None and not isinstance(fn.__self__,  # type: ignore[attr-defined]
-                                                                      types.ModuleType):
-        yield HostRef(("self", "self"), ()), fn.__self__  # type: ignore[attr-defined]
-    scope = getattr(fn, "__globals__", {})
-    for name in sorted(names):
-        if name in scope:
-            yield HostRef(("global", name), ()), scope[name]
-    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
-        try:
-            yield HostRef(("closure", name), ()), cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-
-
-def _code_names(fn: Callable) -> frozenset[str]:
-    """Every name fn's code (and the code nested in it) loads, globals and attributes, and
-    the strings it holds (dict keys: `CFG["w"]`)."""
-    names: set[str] = set()
-    stack = [getattr(fn, "__code__", None)]
-    while stack:
-        code = stack.pop()
-        if code is None:
-            continue
-        names.update(code.co_names)
-        names.update(c for c in code.co_consts if isinstance(c, str))
-        stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-    return frozenset(names)
-
-
-def _named(ref: HostRef, names: frozenset[str]) -> bool:
-    """Could the code have read the array by this path? Every attribute and string key on
-    it is a name the code uses (`model.head`, an alias the code never names, is not)."""
-    return all(isinstance(key, int) or key in names for _, key in ref.steps)
-
-
-_LEAVES = (str, bytes, int, float, complex, bool, type(None), type, types.FunctionType,
-           types.BuiltinFunctionType, types.MethodType)
-
-
-def _worth_looking(value: Any) -> bool:
-    # NumPy arrays hold no device arrays
-    return not isinstance(value, _LEAVES) and not isinstance(value, np.ndarray)
-
-
-def _children(value: Any, names: frozenset[str]) -> Iterator[tuple[tuple[str, Any], Any]]:
-    if isinstance(value, types.ModuleType):  # only the names the code uses
-        scope = vars(value)
-        for name in sorted(names & scope.keys()):
-            yield (".", name), scope[name]
-        return
-    if isinstance(value, dict):
-        for k, v in itertools.islice(value.items(), _BREADTH):
-            if isinstance(k, (str, int)):
-                yield ("[]", k), v
-        return
-    if isinstance(value, (list, tuple)):
-        for i, v in enumerate(itertools.islice(value, _BREADTH)):
-            yield ("[]", i), v
-        return
-    attrs = getattr(value, "__dict__", None)
-    own = attrs.keys() if isinstance(attrs, dict) else ()
-    if isinstance(attrs, dict):
-        for k, v in itertools.islice(attrs.items(), _BREADTH):
-            yield (".", k), v
-    for k in getattr(type(value), "__slots__", ()):
-        if isinstance(k, str) and hasattr(value, k):
-            yield (".", k), getattr(value, k)
-    # attributes the code names that the object computes (properties, __getattr__): a
-    # replay evaluates them again, as the call would
-    for k in sorted(names - set(own)):
-        if not k.startswith("__"):
-            try:
-                child = getattr(value, k)
-            except Exception:
-                continue
-            if not callable(child):
-                yield (".", k), child
-
-
 def guarded_now(program: Any, fn: Callable, leaves: list) -> tuple:
     """What each guard's path finds now (a value, or an array's memory and layout, so a
     fresh view over the same memory is the same): the key of the graph for them."""
@@ -359,13 +185,13 @@ def guarded_now(program: Any, fn: Callable, leaves: list) -> tuple:
 
 def _value_key(value: Any) -> Any:
     """A selector's value as a key (it may find an object now: `OVERRIDE = array`)."""
-    return static_key(value) if isinstance(value, _SELECTORS) else \
+    return static_key(value) if isinstance(value, SELECTORS) else \
         ("object", _memory(value) or id(value))
 
 
 def _memory(value: Any) -> tuple | None:
     try:
-        info = arguments.describe(value) if value is not _GONE else None
+        info = arguments.describe(value) if value is not GONE else None
     except Exception:
         return None
     return None if info is None else (info.ptr, info.shape, info.strides, str(info.dtype))

@@ -1,0 +1,242 @@
+"""Where a traced function finds Python state: paths from its arguments, globals and
+closure variables (and a compiled bound method's instance, or a callable object itself)
+through attributes and items (`W`, `model.w`, `CFG["w"]`, `self.layers[2].w`), searched
+breadth first within bounds. trace/guards.py keeps the paths that find what a graph
+depends on."""
+from __future__ import annotations
+
+import enum
+import inspect
+import itertools
+import types
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..signature import arguments
+
+_DEPTH = 3       # steps from a root: self.layers[2].w
+_BREADTH = 256   # entries looked at per container or object
+_VISITS = 4096   # objects looked into per trace: a large reachable dataset stays cheap
+_ALIASES = 4     # paths looked into one object by (MODEL and self.model)
+_LOOKS = 20_000  # values looked at per trace (each described: about 1 us)
+
+
+@dataclass(frozen=True)
+class HostRef:
+    """A path from a root (("global", name), ("closure", name) or ("leaf", k, its name))
+    through attributes (".", name) and items ("[]", key)."""
+    root: tuple
+    steps: tuple[tuple[str, Any], ...]
+
+    def resolve(self, fn: Callable, leaves: list) -> Any:
+        kind, key = self.root[0], self.root[1]
+        code_fn = function_of(fn)
+        try:
+            if kind == "global":
+                value = code_fn.__globals__[key]
+            elif kind == "closure":
+                cell = code_fn.__closure__[code_fn.__code__.co_freevars.index(key)]
+                value = cell.cell_contents
+            elif kind == "self":  # the instance of a bound method compiled as it is
+                value = fn.__self__  # type: ignore[attr-defined]
+            elif kind == "object":  # a callable object compiled as it is
+                value = fn
+            else:
+                value = leaves[key]
+            for how, name in self.steps:
+                value = getattr(value, name) if how == "." else value[name]
+        except Exception:  # the path leads nowhere now: not the array it found
+            return GONE
+        return value
+
+    def describe(self) -> str:
+        out = self.root[2] if self.root[0] == "leaf" else self.root[1]
+        for how, name in self.steps:
+            out += f".{name}" if how == "." else f"[{name!r}]"
+        return out
+
+
+GONE = object()
+
+
+SELECTORS = (int, float, str, bool, np.integer, np.floating, np.bool_, type(None), enum.Enum)
+
+
+def fast_check(fn: Callable, ref: HostRef, kernel: Any) -> tuple | None:
+    """(scope dict, name, value) or (cell, None, value) where a global or closure variable
+    the code names found it (what a direct replay checks itself); None elsewhere."""
+    if ref.steps:
+        return None
+    fn = function_of(fn)
+    kind, name = ref.root[0], ref.root[1]
+    if kind == "global":
+        return (fn.__globals__, name, kernel)
+    if kind == "closure":
+        cell = fn.__closure__[fn.__code__.co_freevars.index(name)]  # type: ignore[index]
+        return (cell, None, kernel)
+    return None
+
+
+def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
+            also: set[int] = frozenset()) -> Iterator[tuple[HostRef, Any]]:  # type: ignore[assignment]
+    """Breadth first from the roots, every path to a device array (up to _DEPTH steps,
+    _VISITS objects looked into, _LOOKS values looked at); an object that raises is
+    skipped."""
+    seen: dict[int, int] = {}  # object -> paths looked into it by (aliases: a few)
+    queue: deque[tuple[Any, HostRef]] = deque((v, r) for r, v in roots(fn, leaves, paths,
+                                                                         names))
+    looked = 0
+    while queue and looked < _LOOKS:
+        value, ref = queue.popleft()
+        looked += 1
+        try:
+            if id(value) in also or arguments.describe(value) is not None or (
+                    isinstance(value, SELECTORS) and len(ref.steps) <= 2):
+                yield ref, value
+                continue
+            if seen.get(id(value), 0) >= _ALIASES or len(ref.steps) >= _DEPTH or \
+                    len(seen) >= _VISITS or not _worth_looking(value):
+                continue
+            seen[id(value)] = seen.get(id(value), 0) + 1
+            for step, child in children(value, names):
+                if len(queue) + looked >= _LOOKS:
+                    break
+                queue.append((child, HostRef(ref.root, (*ref.steps, step))))
+        except Exception:  # a __getattr__ or property that raises: nothing found there
+            continue
+
+
+def function_of(fn: Any) -> Any:
+    """The function whose code, globals and closure a compiled callable runs: itself (a
+    function or bound method), or its type's `__call__` (a callable object)."""
+    if hasattr(fn, "__code__"):
+        return fn
+    call = inspect.getattr_static(type(fn), "__call__", None)
+    return call if isinstance(call, types.FunctionType) else fn
+
+
+def roots(fn: Callable, leaves: list, paths: list[str],
+          names: frozenset[str]) -> Iterator[tuple[HostRef, Any]]:
+    for k, value in enumerate(leaves[:len(paths)]):
+        if arguments.describe(value) is None:
+            yield HostRef(("leaf", k, paths[k]), ()), value
+    code_fn = function_of(fn)
+    code = getattr(code_fn, "__code__", None)
+    if code is None:
+        return
+    if code_fn is not fn:
+        yield HostRef(("object", "self"), ()), fn
+    elif getattr(fn, "__self__", None) is not None and not isinstance(
+            fn.__self__, types.ModuleType):
+        yield HostRef(("self", "self"), ()), fn.__self__
+    scope = getattr(code_fn, "__globals__", {})
+    for name in sorted(names):
+        if name in scope:
+            yield HostRef(("global", name), ()), scope[name]
+    for name, cell in zip(code.co_freevars, getattr(code_fn, "__closure__", None) or ()):
+        try:
+            yield HostRef(("closure", name), ()), cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+
+
+def code_names(fn: Callable) -> frozenset[str]:
+    """Every name fn's code (and the code nested in it) loads, globals and attributes, and
+    the strings it holds (dict keys: `CFG["w"]`)."""
+    names: set[str] = set()
+    stack = [getattr(function_of(fn), "__code__", None)]
+    while stack:
+        code = stack.pop()
+        if code is None:
+            continue
+        names.update(code.co_names)
+        names.update(c for c in code.co_consts if isinstance(c, str))
+        stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return frozenset(names)
+
+
+def stored_names(fn: Callable) -> frozenset[str]:
+    """The attributes and globals fn's code (and the code nested in it) assigns or deletes
+    (`self.calls += 1`, `global STEP; STEP += 1`): state the function keeps, not a value
+    that picks what it launches (a guard on it would trace every call again)."""
+    import dis
+    stored: set[str] = set()
+    stack = [getattr(function_of(fn), "__code__", None)]
+    while stack:
+        code = stack.pop()
+        if code is None:
+            continue
+        stored.update(i.argval for i in dis.get_instructions(code)
+                      if i.opname in ("STORE_ATTR", "DELETE_ATTR", "STORE_GLOBAL",
+                                      "DELETE_GLOBAL"))
+        stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return frozenset(stored)
+
+
+def named(ref: HostRef, names: frozenset[str]) -> bool:
+    """Could the code have read the array by this path? Every attribute and string key on
+    it is a name the code uses (`model.head`, an alias the code never names, is not)."""
+    return all(isinstance(key, int) or key in names for _, key in ref.steps)
+
+
+_LEAVES = (str, bytes, int, float, complex, bool, type(None), types.FunctionType,
+           types.BuiltinFunctionType, types.MethodType)
+# callables that are made anew on every attribute read (a bound method): never a kernel
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+              types.BuiltinMethodType, types.MethodWrapperType)
+
+
+def _worth_looking(value: Any) -> bool:
+    # NumPy arrays hold no device arrays
+    return not isinstance(value, _LEAVES) and not isinstance(value, np.ndarray)
+
+
+def children(value: Any, names: frozenset[str]) -> Iterator[tuple[tuple[str, Any], Any]]:
+    if isinstance(value, types.ModuleType):  # only the names the code uses
+        scope = vars(value)
+        for name in sorted(names & scope.keys()):
+            yield (".", name), scope[name]
+        return
+    if isinstance(value, type):  # a class: the names the code uses, inherited ones too
+        for name in sorted(names):
+            if not name.startswith("__"):
+                try:
+                    child = getattr(value, name)
+                except Exception:
+                    continue
+                if not isinstance(child, _FUNCTIONS):
+                    yield (".", name), child
+        return
+    if isinstance(value, dict):
+        for k, v in itertools.islice(value.items(), _BREADTH):
+            if isinstance(k, (str, int)):
+                yield ("[]", k), v
+        return
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(itertools.islice(value, _BREADTH)):
+            yield ("[]", i), v
+        return
+    attrs = getattr(value, "__dict__", None)
+    own = attrs.keys() if isinstance(attrs, dict) else ()
+    if isinstance(attrs, dict):
+        for k, v in itertools.islice(attrs.items(), _BREADTH):
+            yield (".", k), v
+    for k in getattr(type(value), "__slots__", ()):
+        if isinstance(k, str) and hasattr(value, k):
+            yield (".", k), getattr(value, k)
+    # attributes the code names that the object computes (properties, __getattr__): a
+    # replay evaluates them again, as the call would
+    for k in sorted(names - set(own)):
+        if not k.startswith("__"):
+            try:
+                child = getattr(value, k)
+            except Exception:
+                continue
+            if not isinstance(child, _FUNCTIONS):  # a kernel the class holds, too
+                yield (".", k), child
+
+
