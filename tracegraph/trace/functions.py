@@ -14,7 +14,9 @@ import numpy as np
 from .. import _numba
 from ..errors import TraceError
 from ..ir import (
+    Access,
     OpKind,
+    View,
 )
 from ..location import user_location
 from ..traced import Array
@@ -199,3 +201,67 @@ def callback(fn: Callable[[], Any], *arrays_: Array) -> None:
                          where=user_location(2), fix="pass a function taking no arguments")
     tracer.record_host(fn, arrays_)
 
+
+def _check_launchable(kernel: Any, name: str, where: str) -> None:
+    """Refuse what cannot be a node of a graph, at the launch's line."""
+    if _numba.is_device_function(kernel):
+        raise TraceError(f"{name} is a device function (@cuda.jit(device=True)), which "
+                         "cannot be launched", where=where,
+                         fix=f"call {name} from a kernel, or define it without device=True")
+    if _numba.kernel_extensions(kernel):
+        raise TraceError(f"kernel {name} has argument extensions (kernel.extensions), "
+                         "which convert arguments at each eager launch in ways a graph "
+                         "cannot replay", where=where,
+                         fix=f"launch {name} without extensions inside a traced function")
+    if _numba.kernel_is_debug(kernel):
+        raise TraceError(f"kernel {name} was compiled with debug=True: it reads back an "
+                         "error code after every launch, so it cannot live in a graph",
+                         where=where, fix=f"define {name} with @cuda.jit (debug=False) for "
+                                          "use in a tracegraph function")
+
+
+def _parameter_accesses(kernel: Any, traced_args: tuple, name: str,
+                        where: str) -> tuple[tuple[Access, ...], tuple, tuple, bool]:
+    """(accesses through its parameters, the globals and closure arrays it names, the names
+    of functions it calls, whether it synchronizes the grid) of a launch of `kernel` with
+    these arguments."""
+    _check_launchable(kernel, name, where)
+    ndims = tuple(_rank(a) for a in traced_args)
+    records = frozenset(i for i, a in enumerate(traced_args)
+                        if any(v.dtype.names for v in _views(a)))
+    found = _kernel_access(kernel, ndims, records)
+    return (tuple(_argument_accesses(traced_args, found, name, where)), found.globals,
+            found.depends, _numba.uses_grid_sync(kernel))
+
+
+def _argument_accesses(traced_args: tuple, found: Any, name: str, where: str) -> list[Access]:
+    """One Access per array argument the kernel touches, in the mode it uses it; a store
+    to a read-only one is refused (eager Numba refuses to compile it)."""
+    accesses = []
+    for i, (arg, mode) in enumerate(zip(traced_args, found.params)):
+        if not mode:
+            continue
+        for v in _views(arg):
+            if v.readonly and "w" in mode and i in found.stored:
+                raise TraceError(f"kernel {name} stores to argument {i}, a read-only array "
+                                 "(eager Numba refuses to compile that)", where=where,
+                                 fix="pass a writable array (e.g. a copy), or do not write it "
+                                     "in the kernel")
+            start, stop = v.byte_range()
+            accesses.append(Access(v.buffer, start, stop, mode))
+    return accesses
+
+def _views(arg: Any) -> list[View]:
+    if isinstance(arg, View):
+        return [arg]
+    if isinstance(arg, tuple):
+        return [v for x in arg for v in _views(x)]
+    return []
+
+
+def _rank(arg: Any) -> int | None:
+    if isinstance(arg, View):
+        return len(arg.shape)
+    if isinstance(arg, tuple):  # of arrays; or of numbers, which as an index take len(t)
+        return -1 if _views(arg) else _numba.OPAQUE
+    return None

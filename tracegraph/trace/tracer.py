@@ -35,7 +35,7 @@ from ..ir import (
 from ..location import user_location
 from ..signature import arguments
 from ..traced import Array, DynamicScalar, tracer_of, view_of
-from .functions import MAX_BYTES, _dtype, _kernel_access, _shape, declared_access
+from .functions import MAX_BYTES, _dtype, _parameter_accesses, _shape, declared_access
 
 # ---------------------------------------------------------------------------
 # the tracer
@@ -56,6 +56,7 @@ class Tracer:
         self._warned_stream = False
         self.node_attributes: Any = None  # what tg.node_attributes sets on launches now
         self._launches_seen: dict[tuple, tuple] = {}  # record_launch's memo
+        self._same_launch: dict[tuple, tuple] = {}  # and of the very same launch
         # a global or closure variable kernels name -> (its GlobalRef, what it held, the
         # kernel, where first seen)
         self._bindings: dict[tuple, tuple[Any, Any, str, str]] = {}
@@ -96,8 +97,21 @@ class Tracer:
     def record_launch(self, kernel: Any, griddim: Any, blockdim: Any, sharedmem: int,
                       args: tuple, *, stream: bool = False) -> None:
         where = user_location(3)
-        name = _numba.kernel_name(kernel)
         self.launches += 1
+        # a loop's launch again, with the very argument objects (kept alive with it, so no
+        # other object takes their ids) and no globals to look up: its op but the line
+        same = (id(kernel), griddim, blockdim, sharedmem, stream, id(self.node_attributes),
+                declared_access(kernel), *map(id, args)) \
+            if all(type(a) in _PLAIN for a in args) else None
+        try:
+            hit = self._same_launch.get(same) if same is not None else None
+        except TypeError:  # a configuration given as lists
+            same = hit = None
+        if hit is not None:
+            self.ops.append(Op(OpKind.KERNEL, hit[1].name, hit[1].accesses, where,
+                               hit[1].data))
+            return
+        name = _numba.kernel_name(kernel)
         if stream and not self._warned_stream:
             self._warned_stream = True
             warnings.warn(f"{where}: a stream given to {name} inside a traced function is "
@@ -118,6 +132,8 @@ class Tracer:
         self.ops.append(Op(OpKind.KERNEL, name, accesses, where,
                            Launch(kernel, _dim3(griddim), _dim3(blockdim), int(sharedmem or 0),
                                   traced_args, cooperative, self.node_attributes)))
+        if same is not None and not found_globals and not depends:
+            self._same_launch[same] = (args, self.ops[-1])
 
     def _captured_accesses(self, found: tuple, kernel: str, where: str) -> tuple[Access, ...]:
         """Accesses to the device arrays a kernel names as globals or closure variables:
@@ -306,24 +322,6 @@ class Tracer:
 
 
 
-def _check_launchable(kernel: Any, name: str, where: str) -> None:
-    """Refuse what cannot be a node of a graph, at the launch's line."""
-    if _numba.is_device_function(kernel):
-        raise TraceError(f"{name} is a device function (@cuda.jit(device=True)), which "
-                         "cannot be launched", where=where,
-                         fix=f"call {name} from a kernel, or define it without device=True")
-    if _numba.kernel_extensions(kernel):
-        raise TraceError(f"kernel {name} has argument extensions (kernel.extensions), "
-                         "which convert arguments at each eager launch in ways a graph "
-                         "cannot replay", where=where,
-                         fix=f"launch {name} without extensions inside a traced function")
-    if _numba.kernel_is_debug(kernel):
-        raise TraceError(f"kernel {name} was compiled with debug=True: it reads back an "
-                         "error code after every launch, so it cannot live in a graph",
-                         where=where, fix=f"define {name} with @cuda.jit (debug=False) for "
-                                          "use in a tracegraph function")
-
-
 def _rebound(ref: Any, kernel: str, where: str, when: str) -> TraceError:
     what = "array" if _numba.holds_arrays(ref.resolve()) else "function"
     return TraceError(f"kernel {kernel} names {ref.describe()}, which the traced function "
@@ -333,36 +331,11 @@ def _rebound(ref: Any, kernel: str, where: str, when: str) -> TraceError:
                           "a global or closure variable it names")
 
 
-def _parameter_accesses(kernel: Any, traced_args: tuple, name: str,
-                        where: str) -> tuple[tuple[Access, ...], tuple, tuple, bool]:
-    """(accesses through its parameters, the globals and closure arrays it names, the names
-    of functions it calls, whether it synchronizes the grid) of a launch of `kernel` with
-    these arguments."""
-    _check_launchable(kernel, name, where)
-    ndims = tuple(_rank(a) for a in traced_args)
-    records = frozenset(i for i, a in enumerate(traced_args)
-                        if any(v.dtype.names for v in _views(a)))
-    found = _kernel_access(kernel, ndims, records)
-    return (tuple(_argument_accesses(traced_args, found, name, where)), found.globals,
-            found.depends, _numba.uses_grid_sync(kernel))
+# arguments whose object fixes what a launch records (immutable, or a traced array)
+_PLAIN = frozenset({Array, bool, int, float, np.float32, np.float64, np.int32, np.int64,
+                    np.uint32, np.uint64, np.bool_, np.float16, np.int8, np.int16, np.uint8,
+                    np.uint16, np.complex64, np.complex128})
 
-
-def _argument_accesses(traced_args: tuple, found: Any, name: str, where: str) -> list[Access]:
-    """One Access per array argument the kernel touches, in the mode it uses it; a store
-    to a read-only one is refused (eager Numba refuses to compile it)."""
-    accesses = []
-    for i, (arg, mode) in enumerate(zip(traced_args, found.params)):
-        if not mode:
-            continue
-        for v in _views(arg):
-            if v.readonly and "w" in mode and i in found.stored:
-                raise TraceError(f"kernel {name} stores to argument {i}, a read-only array "
-                                 "(eager Numba refuses to compile that)", where=where,
-                                 fix="pass a writable array (e.g. a copy), or do not write it "
-                                     "in the kernel")
-            start, stop = v.byte_range()
-            accesses.append(Access(v.buffer, start, stop, mode))
-    return accesses
 
 def _dim3(d: Any) -> tuple[int, int, int]:
     if isinstance(d, (int, np.integer)):
@@ -377,22 +350,6 @@ def _device_arrays(value: Any) -> list[Any]:
         return [a for v in value for a in _device_arrays(v)]
     return [value] if value is not None and not isinstance(value, (int, float, complex, str)) \
         else []
-
-
-def _views(arg: Any) -> list[View]:
-    if isinstance(arg, View):
-        return [arg]
-    if isinstance(arg, tuple):
-        return [v for x in arg for v in _views(x)]
-    return []
-
-
-def _rank(arg: Any) -> int | None:
-    if isinstance(arg, View):
-        return len(arg.shape)
-    if isinstance(arg, tuple):  # of arrays; or of numbers, which as an index take len(t)
-        return -1 if _views(arg) else _numba.OPAQUE
-    return None
 
 
 def _bytes_view(buffer: int, offset: int, nbytes: int) -> View:
