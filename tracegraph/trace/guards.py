@@ -17,7 +17,17 @@ from typing import Any
 from ..errors import SignatureError
 from ..signature import arguments
 from ..signature.call import static_key
-from .paths import GONE, SELECTORS, HostRef, code_names, fast_check, named, search, stored_names
+from .paths import (
+    GONE,
+    SELECTORS,
+    HostRef,
+    code_names,
+    fast_check,
+    kept,
+    named,
+    search,
+    stored_names,
+)
 
 
 @dataclass(frozen=True)
@@ -110,18 +120,19 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     targets = {id(a): a for a in captured}
     held_ids = {id(h) for h in held}
     kernel_ids = {id(k) for k in kernels}
-    names, kept = code_names(fn), stored_names(fn)
+    names, stored = code_names(fn), stored_names(fn)
+    cut: list[str] = []
     guards: list[Any] = []
     holders: list[Guard] = []  # paths to other device arrays: views' bases
     host_holders: list[Guard] = []  # paths to host arrays: a held slice's base (T[:4])
-    for ref, value in search(fn, leaves, paths, names, kernel_ids):
+    for ref, value in search(fn, leaves, paths, names, kernel_ids, cut):
         if isinstance(value, SELECTORS) and id(value) not in kernel_ids:
             # values that may pick a captured array, a kernel or a held host array
             # (`KS[IDX]`); an argument itself is in the signature already; no list items:
             # a counter the function keeps (`TR[0] += 1`) would retrace it on every call
             if (ref.steps or ref.root[0] != "leaf") and named(ref, names) and \
                     all(how == "." or isinstance(key, str) for how, key in ref.steps) and \
-                    (ref.steps[-1][1] if ref.steps else ref.root[1]) not in kept:
+                    not kept(ref, stored):
                 guards.append(ValueGuard(ref, static_key(value), fast_check(fn, ref, value)))
             continue
         if id(value) in kernel_ids:
@@ -150,6 +161,11 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
         if not any(named(g.ref, names) or _picked(g.ref, selectors) for g in mine):
             missing.append(a)  # only aliases the code never names: its own path is unseen
         guards += [g for g in mine if id(g.array) != k]
+    if cut:
+        warnings.warn(f"tracegraph: looking for what {name} reaches by name (to see it "
+                      f"change between calls) stopped where {cut[0]}: a change past that "
+                      "point is not seen by replays. Pass what changes as arguments "
+                      f"(traced at {where})", UserWarning, stacklevel=2)
     if missing:
         warnings.warn(f"tracegraph: {name} passed {len(missing)} device array(s) to kernels "
                       "that are neither its arguments nor found through a name its code "

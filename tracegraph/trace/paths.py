@@ -82,28 +82,36 @@ def fast_check(fn: Callable, ref: HostRef, kernel: Any) -> tuple | None:
 
 
 def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
-            also: set[int] = frozenset()) -> Iterator[tuple[HostRef, Any]]:  # type: ignore[assignment]
+           also: set[int] = frozenset(),  # type: ignore[assignment]
+           cut: list[str] | None = None) -> Iterator[tuple[HostRef, Any]]:
     """Breadth first from the roots, every path to a device array (up to _DEPTH steps,
-    _VISITS objects looked into, _LOOKS values looked at); an object that raises is
-    skipped."""
+    _VISITS objects looked into, _LOOKS values looked at, _BREADTH entries of each; where
+    a bound stopped it, what it left is said in `cut`); an object that raises is skipped."""
     seen: dict[int, int] = {}  # object -> paths looked into it by (aliases: a few)
     queue: deque[tuple[Any, HostRef]] = deque((v, r) for r, v in roots(fn, leaves, paths,
                                                                          names))
     looked = 0
+    cut = [] if cut is None else cut
     while queue and looked < _LOOKS:
         value, ref = queue.popleft()
         looked += 1
         try:
-            if id(value) in also or arguments.describe(value) is not None or (
-                    isinstance(value, SELECTORS) and len(ref.steps) <= 2):
+            if id(value) in also or arguments.describe(value) is not None or \
+                    isinstance(value, SELECTORS):
                 yield ref, value
                 continue
             if seen.get(id(value), 0) >= _ALIASES or len(ref.steps) >= _DEPTH or \
-                    len(seen) >= _VISITS or not _worth_looking(value):
+                    not _worth_looking(value):
+                continue
+            if len(seen) >= _VISITS:
+                cut.append(f"{_VISITS} objects looked into")
                 continue
             seen[id(value)] = seen.get(id(value), 0) + 1
+            if isinstance(value, (dict, list, tuple)) and len(value) > _BREADTH:
+                cut.append(f"{ref.describe()} has more than {_BREADTH} entries")
             for step, child in children(value, names):
                 if len(queue) + looked >= _LOOKS:
+                    cut.append(f"{_LOOKS} values looked at")
                     break
                 queue.append((child, HostRef(ref.root, (*ref.steps, step))))
         except Exception:  # a __getattr__ or property that raises: nothing found there
@@ -154,15 +162,16 @@ def code_names(fn: Callable) -> frozenset[str]:
         if code is None:
             continue
         names.update(code.co_names)
-        names.update(c for c in code.co_consts if isinstance(c, str))
+        # a string the code holds may be a key it looks up (`CFG["w"]`): kept as "[w]", so
+        # a method name (`opt.step()`) does not name the key STATE["step"]
+        names.update(f"[{c}]" for c in code.co_consts if isinstance(c, str))
         stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
     return frozenset(names)
 
 
 def stored_names(fn: Callable) -> frozenset[str]:
     """The attributes and globals fn's code (and the code nested in it) assigns or deletes
-    (`self.calls += 1`, `global STEP; STEP += 1`): state the function keeps, not a value
-    that picks what it launches (a guard on it would trace every call again)."""
+    (`self.calls += 1`, `global STEP; STEP += 1`; globals as "global NAME")."""
     import dis
     stored: set[str] = set()
     stack = [getattr(function_of(fn), "__code__", None)]
@@ -170,17 +179,31 @@ def stored_names(fn: Callable) -> frozenset[str]:
         code = stack.pop()
         if code is None:
             continue
-        stored.update(i.argval for i in dis.get_instructions(code)
-                      if i.opname in ("STORE_ATTR", "DELETE_ATTR", "STORE_GLOBAL",
-                                      "DELETE_GLOBAL"))
+        for i in dis.get_instructions(code):
+            if i.opname in ("STORE_ATTR", "DELETE_ATTR"):
+                stored.add(i.argval)
+            elif i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
+                stored.add(f"global {i.argval}")
         stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
     return frozenset(stored)
 
 
 def named(ref: HostRef, names: frozenset[str]) -> bool:
-    """Could the code have read the array by this path? Every attribute and string key on
-    it is a name the code uses (`model.head`, an alias the code never names, is not)."""
-    return all(isinstance(key, int) or key in names for _, key in ref.steps)
+    """Could the code have read the array by this path? Every attribute on it is a name
+    the code uses and every string key a string it holds (`model.head`, an alias the code
+    never names, is not)."""
+    return all(isinstance(key, int) or (key if how == "." else f"[{key}]") in names
+               for how, key in ref.steps)
+
+
+def kept(ref: HostRef, stored: frozenset[str]) -> bool:
+    """Is this path's value state the function keeps (it assigns it: a counter), not a
+    value that picks what it launches? A global it assigns, or an attribute it assigns on
+    the object it works on (`self.calls += 1`, an argument's)."""
+    if not ref.steps:
+        return f"global {ref.root[1]}" in stored
+    how, key = ref.steps[-1]
+    return ref.root[0] in ("self", "object", "leaf") and how == "." and key in stored
 
 
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), types.FunctionType,
@@ -203,7 +226,7 @@ def children(value: Any, names: frozenset[str]) -> Iterator[tuple[tuple[str, Any
         return
     if isinstance(value, type):  # a class: the names the code uses, inherited ones too
         for name in sorted(names):
-            if not name.startswith("__"):
+            if not name.startswith(("__", "[")):
                 try:
                     child = getattr(value, name)
                 except Exception:
@@ -212,8 +235,12 @@ def children(value: Any, names: frozenset[str]) -> Iterator[tuple[tuple[str, Any
                     yield (".", name), child
         return
     if isinstance(value, dict):
+        # the keys the code holds first (`CFG["act"]` in a large config), then the others
+        first = [n[1:-1] for n in names if n.startswith("[") and n[1:-1] in value]
+        for k in first:
+            yield ("[]", k), value[k]
         for k, v in itertools.islice(value.items(), _BREADTH):
-            if isinstance(k, (str, int)):
+            if isinstance(k, (str, int)) and k not in first:
                 yield ("[]", k), v
         return
     if isinstance(value, (list, tuple)):
@@ -231,7 +258,7 @@ def children(value: Any, names: frozenset[str]) -> Iterator[tuple[tuple[str, Any
     # attributes the code names that the object computes (properties, __getattr__): a
     # replay evaluates them again, as the call would
     for k in sorted(names - set(own)):
-        if not k.startswith("__"):
+        if not k.startswith(("__", "[")):
             try:
                 child = getattr(value, k)
             except Exception:
