@@ -207,29 +207,46 @@ def test_the_entry_passes_errors_of_the_slow_path_through():
 
 
 @dry_run
-def test_the_kernels_names_are_checked():
+def test_the_paths_the_function_reads_are_checked():
     a, kernel, other = Obj(), Obj(), Obj()
     scope = {"k": kernel}
+    holder = Obj()
+    holder.cfg = {"act": kernel}
 
     def closure():
         return kernel
     cell = closure.__closure__[0]
-    ex = Armed((weakref.ref(a),), (0, 0, 0, None, ((scope, "k", kernel), (cell, None, kernel))))
+    checks = ((0, scope, "k", (), kernel), (1, cell, None, (), kernel),
+              (2, holder, None, ((False, "cfg"), (True, "act")), kernel),
+              (3, None, 0, ((False, "tag"),), "x"))
+    a.tag = "x"
+    ex = Armed((weakref.ref(a),), (0, 0, 0, None, checks))
     assert replay(ex, (a,)) is a
-    scope["k"] = other
-    assert replay(ex, (a,)) is NotImplemented
-    del scope["k"]
-    assert replay(ex, (a,)) is NotImplemented
-    scope["k"] = kernel
+    for undo, redo in ((lambda: scope.__setitem__("k", other), lambda: scope.__setitem__("k", kernel)),
+                       (lambda: scope.pop("k"), lambda: scope.__setitem__("k", kernel)),
+                       (lambda: holder.cfg.__setitem__("act", other),
+                        lambda: holder.cfg.__setitem__("act", kernel)),
+                       (lambda: delattr(holder, "cfg"), lambda: setattr(holder, "cfg", {"act": kernel})),
+                       (lambda: setattr(a, "tag", "y"), lambda: setattr(a, "tag", "x"))):
+        undo()
+        assert replay(ex, (a,)) is NotImplemented
+        redo()
+        assert replay(ex, (a,)) is a
     kernel = other  # the closure's cell now holds another
     assert replay(ex, (a,)) is NotImplemented
 
 
 def test_checks_hold_in_python_as_in_c():
     from tracegraph.backends import checks_hold
-    k, other = Obj(), Obj()
+    k, other, holder = Obj(), Obj(), Obj()
     scope = {"k": k}
-    assert checks_hold(((scope, "k", k),))
+    holder.cfg = {"act": k}
+    path = (2, holder, None, ((False, "cfg"), (True, "act")), k)
+    assert checks_hold(((0, scope, "k", (), k), path), ())
     scope["k"] = other
-    assert not checks_hold(((scope, "k", k),))
-    assert not checks_hold((({}, "k", k),))
+    assert not checks_hold(((0, scope, "k", (), k),), ())
+    assert not checks_hold(((0, {}, "k", (), k),), ())
+    holder.cfg = {}
+    assert not checks_hold((path,), ())
+    assert checks_hold(((3, None, 0, (), k),), (k,))
+    assert not checks_hold(((3, None, 1, (), k),), (k,))

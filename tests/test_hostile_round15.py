@@ -133,3 +133,28 @@ def test_a_method_name_does_not_make_a_dict_key_a_guard(backend):
         np.testing.assert_array_equal(f(x).copy_to_host(), 2.0 * np.arange(3.0))
     finally:
         STATE["lr"] = 0.5
+
+
+class Env:
+    def __init__(self):
+        self.gain = 2.0
+
+    def step(self, x, out):
+        _scale[1, 8](x, self.gain, out)
+
+
+def test_a_method_reading_its_attributes_keeps_the_direct_replay(backend, monkeypatch):
+    from tracegraph.signature import arguments
+    monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {type(_x())})
+    env = Env()
+    f = tg.compile(env.step, backend=backend)
+    x, out = _x(), cuda.device_array(3)
+    f(x, out)
+    f(x, out)
+    if backend == "cuda":
+        assert f._hot is not None  # armed: the attribute path is checked on the direct path
+    np.testing.assert_array_equal(out.copy_to_host(), 2.0 * np.arange(3.0))
+    env.gain = 3.0
+    f(x, out)
+    np.testing.assert_array_equal(out.copy_to_host(), 3.0 * np.arange(3.0))
+    assert len(f.compiled) == 2

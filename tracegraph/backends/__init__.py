@@ -22,15 +22,19 @@ class Executable(Protocol):
     def run(self, leaves: list[Any], infos: list[Any], stream: Any = None) -> Any: ...
 
 
-def checks_hold(checks: tuple) -> bool:
-    """What a direct replay checks itself all holds: each (scope dict, name, kernel) or
-    (cell, None, kernel) still finds that kernel (trace.guards.KernelGuard.check)."""
-    for scope, name, kernel in checks:
+def checks_hold(checks: tuple, args: tuple) -> bool:
+    """What a direct replay checks itself all holds: each path (trace.paths.fast_check:
+    from a global, a closure cell, an object or argument k, through attributes and items)
+    still finds the very object it found when traced. Any error is a miss."""
+    for kind, a, b, steps, expected in checks:
         try:
-            now = scope.cell_contents if name is None else scope.get(name, MISS)
-        except ValueError:  # an emptied cell
+            now = a.get(b, MISS) if kind == 0 else a.cell_contents if kind == 1 else \
+                a if kind == 2 else args[b]
+            for item, key in steps:
+                now = now[key] if item else getattr(now, key)
+        except Exception:
             return False
-        if now is not kernel:
+        if now is not expected:
             return False
     return True
 

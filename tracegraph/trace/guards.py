@@ -59,7 +59,7 @@ class ValueGuard:
     captured array a kernel gets (`WL[IDX]`): the graph holds while it is the same."""
     ref: HostRef
     key: tuple
-    check: tuple | None = None  # as KernelGuard's: the very object a direct replay expects
+    check: tuple | None = None  # as KernelGuard's (trace.paths.fast_check)
 
     @property
     def array(self) -> Any:
@@ -76,8 +76,7 @@ class KernelGuard:
     eagerly, so the graph holds while the name finds the same kernel object."""
     ref: HostRef
     kernel: Any
-    # (scope dict, name, kernel) or (cell, None, kernel) where a global or closure variable
-    # the code names found it: what a direct replay checks itself (backends.checks_hold, C)
+    # what a direct replay checks itself (trace.paths.fast_check)
     check: tuple | None = None
 
     @property

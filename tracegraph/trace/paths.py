@@ -66,19 +66,24 @@ GONE = object()
 SELECTORS = (int, float, str, bool, np.integer, np.floating, np.bool_, type(None), enum.Enum)
 
 
-def fast_check(fn: Callable, ref: HostRef, kernel: Any) -> tuple | None:
-    """(scope dict, name, value) or (cell, None, value) where a global or closure variable
-    the code names found it (what a direct replay checks itself); None elsewhere."""
-    if ref.steps:
-        return None
-    fn = function_of(fn)
+def fast_check(fn: Callable, ref: HostRef, value: Any) -> tuple:
+    """What a direct replay checks itself (backends.checks_hold, and the C entry): (kind,
+    a, b, steps, value) — the path's start (0: globals dict a, name b; 1: closure cell a;
+    2: object a, the bound method's instance or the callable object; 3: argument b), then
+    its steps ((is an item, key), ...), finding the very object `value` again."""
     kind, name = ref.root[0], ref.root[1]
+    code_fn = function_of(fn)
     if kind == "global":
-        return (fn.__globals__, name, kernel)
-    if kind == "closure":
-        cell = fn.__closure__[fn.__code__.co_freevars.index(name)]  # type: ignore[index]
-        return (cell, None, kernel)
-    return None
+        head: tuple = (0, code_fn.__globals__, name)
+    elif kind == "closure":
+        head = (1, code_fn.__closure__[code_fn.__code__.co_freevars.index(name)], None)
+    elif kind == "self":
+        head = (2, fn.__self__, None)  # type: ignore[attr-defined]
+    elif kind == "object":
+        head = (2, fn, None)
+    else:
+        head = (3, None, name)
+    return (*head, tuple((how == "[]", key) for how, key in ref.steps), value)
 
 
 def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],

@@ -71,6 +71,52 @@ static PyObject *referent(PyObject *ref) {
 #endif
 }
 
+/* One path of trace.paths.fast_check, (kind, a, b, steps, expected): its start (0: dict a
+ * at key b; 1: cell a; 2: object a; 3: argument b of this call), then attributes and
+ * items ((is an item, key), ...), finds `expected` itself. Any error is a miss (cleared),
+ * as in backends.checks_hold. */
+static int check_holds(PyObject *check, PyObject *const *given, Py_ssize_t ngiven) {
+    if (!PyTuple_Check(check) || PyTuple_GET_SIZE(check) != 5) return 0;
+    long kind = PyLong_AsLong(PyTuple_GET_ITEM(check, 0));
+    PyObject *a = PyTuple_GET_ITEM(check, 1), *b = PyTuple_GET_ITEM(check, 2);
+    PyObject *steps = PyTuple_GET_ITEM(check, 3), *now = NULL;
+    if (kind == 0 && PyDict_Check(a)) {
+        now = PyDict_GetItemWithError(a, b);
+        Py_XINCREF(now);
+    } else if (kind == 1 && PyCell_Check(a)) {
+        now = PyCell_GET(a);
+        Py_XINCREF(now);
+    } else if (kind == 2) {
+        now = a;
+        Py_INCREF(now);
+    } else if (kind == 3) {
+        Py_ssize_t k = PyLong_AsSsize_t(b);
+        if (k >= 0 && k < ngiven) {
+            now = given[k];
+            Py_INCREF(now);
+        }
+    }
+    if (now != NULL && PyTuple_Check(steps)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(steps) && now != NULL; i++) {
+            PyObject *step = PyTuple_GET_ITEM(steps, i);
+            PyObject *next = NULL;
+            if (PyTuple_Check(step) && PyTuple_GET_SIZE(step) == 2)
+                next = PyObject_IsTrue(PyTuple_GET_ITEM(step, 0)) == 1
+                           ? PyObject_GetItem(now, PyTuple_GET_ITEM(step, 1))
+                           : PyObject_GetAttr(now, PyTuple_GET_ITEM(step, 1));
+            Py_DECREF(now);
+            now = next;
+        }
+    } else if (now != NULL) {
+        Py_DECREF(now);
+        now = NULL;
+    }
+    int holds = now != NULL && now == PyTuple_GET_ITEM(check, 4);
+    Py_XDECREF(now);
+    if (PyErr_Occurred()) PyErr_Clear();
+    return holds;
+}
+
 /* The replay of a call with the very objects the executable is armed with
  * (executable.armed: their weak references; executable.fast: (graph exec, stream handle,
  * result, stream, checks) where result is -1 for None or the index of the argument
@@ -94,23 +140,10 @@ static PyObject *replay_core(PyObject *executable, PyObject *const *given, Py_ss
         PyObject *obj = referent(PyTuple_GET_ITEM(armed, i));
         if (obj == NULL || obj != given[i]) goto done;
     }
-    /* the kernels' names still find them: (scope dict, name, kernel) or (cell, None, kernel) */
+    /* what the function reads by name still finds the same objects (check_holds) */
     PyObject *checks = PyTuple_GET_ITEM(fast, 4);
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(checks); i++) {
-        PyObject *check = PyTuple_GET_ITEM(checks, i);
-        if (!PyTuple_Check(check) || PyTuple_GET_SIZE(check) != 3) goto done;
-        PyObject *scope = PyTuple_GET_ITEM(check, 0), *name = PyTuple_GET_ITEM(check, 1);
-        PyObject *now;
-        if (name == Py_None) {
-            if (!PyCell_Check(scope)) goto done;
-            now = PyCell_GET(scope);
-        } else {
-            if (!PyDict_Check(scope)) goto done;
-            now = PyDict_GetItemWithError(scope, name);
-            if (now == NULL && PyErr_Occurred()) { out = NULL; goto done; }
-        }
-        if (now != PyTuple_GET_ITEM(check, 2)) goto done;
-    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(checks); i++)
+        if (!check_holds(PyTuple_GET_ITEM(checks, i), given, ngiven)) goto done;
     void *exec = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 0));
     void *stream = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 1));
     Py_ssize_t result = PyLong_AsSsize_t(PyTuple_GET_ITEM(fast, 2));

@@ -99,7 +99,7 @@ class CudaExecutable:
             arm: bool = False, checks: tuple = ()) -> Any:
         """One replay. `arm`: these leaves are the caller's arguments, of fixed metadata,
         so the next call with the very same objects may take replay_same while `checks`
-        hold (the kernels' names still find them: trace.guards.checks_hold)."""
+        hold (the paths the function reads still find what they found: backends.checks_hold)."""
         if getattr(_thread, "platform", None) is not self.platform:  # a thread's first
             self.platform.set_current()
             _thread.platform = self.platform
@@ -151,7 +151,7 @@ class CudaExecutable:
         if armed is None or len(armed) != len(args) \
                 or getattr(_thread, "platform", None) is not self.platform:
             return MISS  # a thread's first call: the full path makes the device current
-        if self._checks and not checks_hold(self._checks):
+        if self._checks and not checks_hold(self._checks, args):
             return MISS  # a kernel's name finds another: the full path traces for it
         with self._lock:
             armed = self.armed  # another thread's call may have moved the graph since
