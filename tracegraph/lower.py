@@ -38,8 +38,9 @@ def _lower_nodes(program: Program, top: Program,
     nodes = []
     slots: dict[int, list[tuple[int, Any, int]]] = {}
     scalars: dict[int, list[tuple[int, int]]] = {}
+    before = g._pred  # networkx's predecessor dicts: its view costs a call per node
     for i, op in enumerate(program.ops):
-        deps = tuple(sorted(g.predecessors(i)))
+        deps = tuple(sorted(before[i]))
         if op.kind == "kernel":
             node = _kernel_node(i, op, deps, slots, top, memo)
             for pos, p in enumerate(node.params):
@@ -98,10 +99,15 @@ def _kernel_node(i: int, op: Op, deps: tuple[int, ...],
                             fix="use positive dimensions and at most 1024 threads per block")
     if isinstance(launch.kernel, ForeignKernel):
         return _foreign_node(i, op, deps, slots)
-    key = (id(launch.kernel), args_key(launch.args))
-    found = memo.get(key)
+    # one Launch for a loop's relaunches with the very same arguments (the tracer's memo;
+    # it lives as long as the program), else the same kernel and equal arguments
+    found = memo.get(("launch", id(launch)))
     if found is None:
-        found = memo[key] = _overload_and_params(op, program)
+        key = (id(launch.kernel), args_key(launch.args))
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = _overload_and_params(op, program)
+        memo[("launch", id(launch))] = found
     argtypes, params = found
     for pos, p in enumerate(params):
         if isinstance(p, Ptr):

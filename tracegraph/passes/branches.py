@@ -13,21 +13,24 @@ def find_lanes(program: Program) -> Program:
     predecessor); graph attributes `lanes` (count), `forks` and `joins` (node lists).
     """
     g = program.graph.copy()
+    # networkx's adjacency and node-data dicts, read directly: the views cost about 3 us
+    # a node, a third of a 1,000-launch compile's passes
+    pred, succ, data = g._pred, g._succ, g._node
     lanes = 0
     continued: set[int] = set()  # nodes whose lane a successor already took
-    for v in sorted(g.nodes):
+    for v in sorted(data):
         lane = None
-        for u in sorted(g.predecessors(v)):
+        before = pred[v]
+        for u in (sorted(before) if len(before) > 1 else before):
             if u not in continued:
                 continued.add(u)
-                lane = g.nodes[u]["lane"]
+                lane = data[u]["lane"]
                 break
         if lane is None:
             lane, lanes = lanes, lanes + 1
-        g.nodes[v]["lane"] = lane
-        g.nodes[v]["fork"] = g.out_degree(v) > 1
-        g.nodes[v]["join"] = g.in_degree(v) > 1
+        d = data[v]
+        d["lane"], d["fork"], d["join"] = lane, len(succ[v]) > 1, len(before) > 1
     g.graph["lanes"] = lanes
-    g.graph["forks"] = [v for v in g if g.nodes[v]["fork"]]
-    g.graph["joins"] = [v for v in g if g.nodes[v]["join"]]
+    g.graph["forks"] = [v for v, d in data.items() if d["fork"]]
+    g.graph["joins"] = [v for v, d in data.items() if d["join"]]
     return program.replace(graph=g)

@@ -6,15 +6,18 @@ from itertools import pairwise
 from ..ir import HAZARDS, Access, OpKind, Program, memory_regions, region_access
 
 
-def _hazards(earlier: Access, later: Access) -> set[str]:
-    found = set()
-    if earlier.writes and later.reads:
-        found.add("RAW")
-    if earlier.writes and later.writes:
-        found.add("WAW")
-    if earlier.reads and later.writes:
-        found.add("WAR")
+def _hazards(earlier: Access, later: Access) -> frozenset[str]:
+    key = (earlier.mode, later.mode)
+    found = _HAZARDS_OF.get(key)
+    if found is None:
+        found = _HAZARDS_OF[key] = frozenset(
+            h for h, yes in (("RAW", earlier.writes and later.reads),
+                             ("WAW", earlier.writes and later.writes),
+                             ("WAR", earlier.reads and later.writes)) if yes)
     return found
+
+
+_HAZARDS_OF: dict[tuple[str, str], frozenset[str]] = {}  # (earlier mode, later mode) ->
 
 
 def primary_hazard(hazards: set[str] | frozenset[str]) -> str:
@@ -39,7 +42,7 @@ def add_dependencies(program: Program) -> Program:
     last_barrier: int | None = None
     since_barrier: list[int] = []
 
-    def edge(i: int, j: int, hazards: set[str]) -> None:
+    def edge(i: int, j: int, hazards: set[str] | frozenset[str]) -> None:
         edges.setdefault((i, j), set()).update(hazards)
 
     for j, op in enumerate(program.ops):
@@ -71,8 +74,15 @@ def add_dependencies(program: Program) -> Program:
             records.append((a, j))
 
     graph = program.graph.copy()
-    graph.add_edges_from((i, j, {"hazards": frozenset(h), "hazard": primary_hazard(h)})
-                         for (i, j), h in edges.items())
+    first: dict[frozenset[str], str] = {}  # hazards -> the primary one (a few sets in all)
+
+    def data(h: set[str]) -> dict:
+        hazards = frozenset(h)
+        primary = first.get(hazards)
+        if primary is None:
+            primary = first[hazards] = primary_hazard(hazards)
+        return {"hazards": hazards, "hazard": primary}
+    graph.add_edges_from((i, j, data(h)) for (i, j), h in edges.items())
     return program.replace(graph=graph)
 
 
