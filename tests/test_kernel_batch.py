@@ -63,3 +63,39 @@ def test_one_batch_per_build():
     assert counts["add_kernels"] == before + 1
     want = np.arange(8, dtype=np.float32) * 120 * 0.5
     np.testing.assert_array_equal(x.copy_to_host(), want)
+
+
+def test_the_per_node_path_makes_one_struct_per_shared_arguments(monkeypatch):
+    """Without the C batch, each node is one cuGraphAddKernelNode call; the parameter
+    struct is made once per kernel, configuration and shared argument list, and each call
+    sees the values of its own node's arguments."""
+    from types import SimpleNamespace
+
+    from cuda.bindings import driver as real
+
+    from tracegraph.backends.cuda import rawnodes
+
+    class Params:
+        pass
+    seen = []
+
+    def add(graph, deps, n, p):
+        count = 2
+        pointers = (ctypes.c_void_p * count).from_address(p.kernelParams)
+        values = [ctypes.c_int64.from_address(pointers[i]).value for i in range(count)]
+        seen.append((graph, id(p), p.func, (p.gridDimX, p.blockDimX), values))
+        return real.CUresult.CUDA_SUCCESS, len(seen)
+    fake = SimpleNamespace(CUDA_KERNEL_NODE_PARAMS=Params, cuGraphAddKernelNode=add)
+    monkeypatch.setattr(rawnodes, "driver", lambda: fake)
+    monkeypatch.setattr(rawnodes, "function_of", lambda k: f"fn-{k}")
+    a, b = [1, 2], [3, 4]
+    graph = SimpleNamespace(handle="g")
+    made = rawnodes.add_kernels(graph, [((1, 1, 1), (8, 1, 1), 0, "k", a),
+                                        ((1, 1, 1), (8, 1, 1), 0, "k", b),
+                                        ((1, 1, 1), (8, 1, 1), 0, "k", a),
+                                        ((2, 1, 1), (8, 1, 1), 0, "k", a)], None)
+    assert [m.handle for m in made] == [1, 2, 3, 4]
+    assert [s[4] for s in seen] == [[1, 2], [3, 4], [1, 2], [1, 2]]
+    assert [s[3] for s in seen] == [(1, 8), (1, 8), (1, 8), (2, 8)]
+    assert seen[0][1] == seen[2][1] != seen[1][1]  # one struct for the shared list
+    assert {s[2] for s in seen} == {"fn-k"}

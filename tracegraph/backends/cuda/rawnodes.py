@@ -69,6 +69,16 @@ def add_kernel(graph: Any, grid: tuple, block: tuple, sharedmem: int, kernel: An
                args: Sequence[Any]) -> RawNode:
     """A kernel node at the root of `graph` (cuGraphAddKernelNode; the driver copies the
     parameter values now)."""
+    p = _node_params(grid, block, sharedmem, kernel, args)[0]
+    err, node = driver().cuGraphAddKernelNode(graph.handle, None, 0, p)
+    check(err, "cuGraphAddKernelNode")
+    return RawNode(node, kernel)
+
+
+def _node_params(grid: tuple, block: tuple, sharedmem: int, kernel: Any,
+                 args: Sequence[Any]) -> tuple:
+    """(CUDA_KERNEL_NODE_PARAMS, and the ctypes storage its kernelParams point into, to
+    keep alive while it is used)."""
     drv = driver()
     values = [ctype_value(a) for a in args]
     pointers = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v) for v in values])
@@ -78,9 +88,7 @@ def add_kernel(graph: Any, grid: tuple, block: tuple, sharedmem: int, kernel: An
     p.blockDimX, p.blockDimY, p.blockDimZ = (int(v) for v in block)
     p.sharedMemBytes = int(sharedmem)
     p.kernelParams = ctypes.addressof(pointers)
-    err, node = drv.cuGraphAddKernelNode(graph.handle, None, 0, p)
-    check(err, "cuGraphAddKernelNode")
-    return RawNode(node, kernel)
+    return p, values, pointers
 
 
 def add_kernels(graph: Any, launches: Sequence[tuple], batch: Callable | None) -> list[RawNode]:
@@ -94,7 +102,20 @@ def add_kernels(graph: Any, launches: Sequence[tuple], batch: Callable | None) -
         if handles is not NotImplemented:
             node_type = driver().CUgraphNode
             return [RawNode(node_type(h), launch[3]) for h, launch in zip(handles, launches)]
-    return [add_kernel(graph, *launch) for launch in launches]
+    # one cuda.bindings call a node, its parameter struct made once per kernel,
+    # configuration and shared argument tuple (the driver copies it at each call)
+    drv = driver()
+    structs: dict[tuple, Any] = {}
+    made = []
+    for grid, block, sharedmem, kernel, args in launches:
+        key = (id(kernel), grid, block, sharedmem, id(args))
+        struct = structs.get(key)
+        if struct is None:
+            struct = structs[key] = _node_params(grid, block, sharedmem, kernel, args)
+        err, node = drv.cuGraphAddKernelNode(graph.handle, None, 0, struct[0])
+        check(err, "cuGraphAddKernelNode")
+        made.append(RawNode(node, kernel))
+    return made
 
 
 def _specs(launches: Sequence[tuple]) -> list[tuple] | None:
