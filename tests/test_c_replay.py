@@ -250,3 +250,25 @@ def test_checks_hold_in_python_as_in_c():
     assert not checks_hold((path,), ())
     assert checks_hold(((3, None, 0, (), k),), (k,))
     assert not checks_hold(((3, None, 1, (), k),), (k,))
+
+
+@dry_run
+def test_a_check_that_lets_the_executable_be_rearmed_is_a_miss():
+    """A check may run Python (a property), during which another thread may re-point or
+    close the executable: what was armed before is not launched then."""
+    a, kernel = Obj(), Obj()
+
+    class Cfg:
+        @property
+        def act(self):
+            ex.armed = (weakref.ref(Obj()),)  # what another thread's call would do
+            return kernel
+    cfg = Cfg()
+    ex = Armed((weakref.ref(a),), (0, 0, 0, None, ((2, cfg, None, ((False, "act"),), kernel),)))
+    assert replay(ex, (a,)) is NotImplemented
+
+    class Steady:
+        act = kernel
+    ex = Armed((weakref.ref(a),), (0, 0, 0, None, ((2, Steady(), None, ((False, "act"),),
+                                                      kernel),)))
+    assert replay(ex, (a,)) is a

@@ -190,10 +190,11 @@ class CompiledFunction:
         if not launch:
             return None
         executable = entry.executable
-        if arm is not None and padded is None and hasattr(executable, "replay_same") and \
-                not entry.guarded and _same_objects(arm, call.leaves):
-            result = executable.run(call.leaves, call.infos, stream, arm=True,
-                                    checks=entry.fast_checks)
+        checks = backends.refreshed(entry.fast_checks, arm) if arm is not None else None
+        if arm is not None and checks is not None and padded is None and \
+                hasattr(executable, "replay_same") and not entry.guarded and \
+                _same_objects(arm, call.leaves):
+            result = executable.run(call.leaves, call.infos, stream, arm=True, checks=checks)
             self._hot = executable
             return result
         result = executable.run(call.leaves, call.infos, stream)

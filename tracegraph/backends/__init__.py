@@ -25,18 +25,30 @@ class Executable(Protocol):
 def checks_hold(checks: tuple, args: tuple) -> bool:
     """What a direct replay checks itself all holds: each path (trace.paths.fast_check:
     from a global, a closure cell, an object or argument k, through attributes and items)
-    still finds the very object it found when traced. Any error is a miss."""
-    for kind, a, b, steps, expected in checks:
-        try:
-            now = a.get(b, MISS) if kind == 0 else a.cell_contents if kind == 1 else \
-                a if kind == 2 else args[b]
-            for item, key in steps:
-                now = now[key] if item else getattr(now, key)
-        except Exception:
-            return False
-        if now is not expected:
-            return False
-    return True
+    still finds the very object it found when armed. Any error is a miss."""
+    return all(_walk(check, args) is check[4] for check in checks)
+
+
+def refreshed(checks: tuple, args: tuple) -> tuple | None:
+    """The checks expecting what their paths find now (a call that just passed the full
+    check by value, so an equal object reassigned keeps the direct path); None where a
+    path finds nothing."""
+    now = tuple(_walk(check, args) for check in checks)
+    if any(v is MISS for v in now):
+        return None
+    return tuple((*check[:4], v) for check, v in zip(checks, now))
+
+
+def _walk(check: tuple, args: tuple) -> Any:
+    kind, a, b, steps, _ = check
+    try:
+        now = a.get(b, MISS) if kind == 0 else a.cell_contents if kind == 1 else \
+            a if kind == 2 else args[b]
+        for item, key in steps:
+            now = now[key] if item else getattr(now, key)
+    except Exception:
+        return MISS
+    return now
 
 
 def fast_entry(function: Any, slow: Any) -> Any:

@@ -19,10 +19,10 @@ from ..signature import arguments
 from ..signature.call import static_key
 from .paths import (
     GONE,
-    SELECTORS,
     HostRef,
     code_names,
     fast_check,
+    is_value,
     kept,
     named,
     search,
@@ -125,12 +125,12 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     holders: list[Guard] = []  # paths to other device arrays: views' bases
     host_holders: list[Guard] = []  # paths to host arrays: a held slice's base (T[:4])
     for ref, value in search(fn, leaves, paths, names, kernel_ids, cut):
-        if isinstance(value, SELECTORS) and id(value) not in kernel_ids:
+        if is_value(value) and id(value) not in kernel_ids:
             # values that may pick a captured array, a kernel or a held host array
             # (`KS[IDX]`); an argument itself is in the signature already; no list items:
             # a counter the function keeps (`TR[0] += 1`) would retrace it on every call
             if (ref.steps or ref.root[0] != "leaf") and named(ref, names) and \
-                    all(how == "." or isinstance(key, str) for how, key in ref.steps) and \
+                    all(how == "." or isinstance(key, str) for how, key in ref.steps[-1:]) and \
                     not kept(ref, stored):
                 guards.append(ValueGuard(ref, static_key(value), fast_check(fn, ref, value)))
             continue
@@ -200,7 +200,7 @@ def guarded_now(program: Any, fn: Callable, leaves: list) -> tuple:
 
 def _value_key(value: Any) -> Any:
     """A selector's value as a key (it may find an object now: `OVERRIDE = array`)."""
-    return static_key(value) if isinstance(value, SELECTORS) else \
+    return static_key(value) if is_value(value) else \
         ("object", _memory(value) or id(value))
 
 

@@ -6,6 +6,7 @@ depends on."""
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import itertools
 import types
@@ -42,7 +43,7 @@ class HostRef:
                 cell = code_fn.__closure__[code_fn.__code__.co_freevars.index(key)]
                 value = cell.cell_contents
             elif kind == "self":  # the instance of a bound method compiled as it is
-                value = fn.__self__  # type: ignore[attr-defined]
+                value = code_fn.__self__
             elif kind == "object":  # a callable object compiled as it is
                 value = fn
             else:
@@ -63,7 +64,16 @@ class HostRef:
 GONE = object()
 
 
-SELECTORS = (int, float, str, bool, np.integer, np.floating, np.bool_, type(None), enum.Enum)
+SELECTORS = (int, float, complex, str, bool, np.integer, np.floating, np.complexfloating,
+             np.bool_, type(None), enum.Enum)
+
+
+def is_value(value: Any) -> bool:
+    """A Python value a guard compares: a number, string, None or enum member, or a tuple
+    of them (a tuple passed whole to a kernel, a launch grid)."""
+    return isinstance(value, SELECTORS) or (
+        type(value) is tuple and len(value) <= 16 and all(isinstance(v, SELECTORS)
+                                                           for v in value))
 
 
 def fast_check(fn: Callable, ref: HostRef, value: Any) -> tuple:
@@ -78,7 +88,7 @@ def fast_check(fn: Callable, ref: HostRef, value: Any) -> tuple:
     elif kind == "closure":
         head = (1, code_fn.__closure__[code_fn.__code__.co_freevars.index(name)], None)
     elif kind == "self":
-        head = (2, fn.__self__, None)  # type: ignore[attr-defined]
+        head = (2, code_fn.__self__, None)
     elif kind == "object":
         head = (2, fn, None)
     else:
@@ -102,7 +112,7 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
         looked += 1
         try:
             if id(value) in also or arguments.describe(value) is not None or \
-                    isinstance(value, SELECTORS):
+                    is_value(value):
                 yield ref, value
                 continue
             if seen.get(id(value), 0) >= _ALIASES or len(ref.steps) >= _DEPTH or \
@@ -112,7 +122,8 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
                 cut.append(f"{_VISITS} objects looked into")
                 continue
             seen[id(value)] = seen.get(id(value), 0) + 1
-            if isinstance(value, (dict, list, tuple)) and len(value) > _BREADTH:
+            if isinstance(value, (dict, list, tuple)) and len(value) > _BREADTH and \
+                    named(ref, names):
                 cut.append(f"{ref.describe()} has more than {_BREADTH} entries")
             for step, child in children(value, names):
                 if len(queue) + looked >= _LOOKS:
@@ -126,6 +137,11 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
 def function_of(fn: Any) -> Any:
     """The function whose code, globals and closure a compiled callable runs: itself (a
     function or bound method), or its type's `__call__` (a callable object)."""
+    while True:  # functools.partial and functools.wraps wrappers: the function they run
+        inner = fn.func if isinstance(fn, functools.partial) else getattr(fn, "__wrapped__", None)
+        if inner is None:
+            break
+        fn = inner
     if hasattr(fn, "__code__"):
         return fn
     call = inspect.getattr_static(type(fn), "__call__", None)
@@ -141,11 +157,11 @@ def roots(fn: Callable, leaves: list, paths: list[str],
     code = getattr(code_fn, "__code__", None)
     if code is None:
         return
-    if code_fn is not fn:
+    if code_fn is inspect.getattr_static(type(fn), "__call__", None):  # a callable object
         yield HostRef(("object", "self"), ()), fn
-    elif getattr(fn, "__self__", None) is not None and not isinstance(
-            fn.__self__, types.ModuleType):
-        yield HostRef(("self", "self"), ()), fn.__self__
+    elif getattr(code_fn, "__self__", None) is not None and not isinstance(
+            code_fn.__self__, types.ModuleType):
+        yield HostRef(("self", "self"), ()), code_fn.__self__
     scope = getattr(code_fn, "__globals__", {})
     for name in sorted(names):
         if name in scope:
@@ -197,7 +213,7 @@ def named(ref: HostRef, names: frozenset[str]) -> bool:
     """Could the code have read the array by this path? Every attribute on it is a name
     the code uses and every string key a string it holds (`model.head`, an alias the code
     never names, is not)."""
-    return all(isinstance(key, int) or (key if how == "." else f"[{key}]") in names
+    return all(isinstance(key, int) or f"[{key}]" in names or (how == "." and key in names)
                for how, key in ref.steps)
 
 
@@ -207,8 +223,9 @@ def kept(ref: HostRef, stored: frozenset[str]) -> bool:
     the object it works on (`self.calls += 1`, an argument's)."""
     if not ref.steps:
         return f"global {ref.root[1]}" in stored
-    how, key = ref.steps[-1]
-    return ref.root[0] in ("self", "object", "leaf") and how == "." and key in stored
+    how, key = ref.steps[0]
+    return ref.root[0] in ("self", "object", "leaf") and len(ref.steps) == 1 and how == "." \
+        and key in stored
 
 
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), types.FunctionType,
@@ -247,7 +264,8 @@ def children(value: Any, names: frozenset[str]) -> Iterator[tuple[tuple[str, Any
         for k, v in itertools.islice(value.items(), _BREADTH):
             if isinstance(k, (str, int)) and k not in first:
                 yield ("[]", k), v
-        return
+        if type(value) is dict:  # a subclass may give attributes too (CFG.lr of an EasyDict)
+            return
     if isinstance(value, (list, tuple)):
         for i, v in enumerate(itertools.islice(value, _BREADTH)):
             yield ("[]", i), v

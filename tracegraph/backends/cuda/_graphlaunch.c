@@ -121,8 +121,9 @@ static int check_holds(PyObject *check, PyObject *const *given, Py_ssize_t ngive
  * (executable.armed: their weak references; executable.fast: (graph exec, stream handle,
  * result, stream, checks) where result is -1 for None or the index of the argument
  * returned, stream the object the caller passed (None for the default) and checks what
- * the kernels' names must still find), checked and launched under
- * the GIL, so no other thread re-points the graph in between. A new reference,
+ * the kernels' names must still find), checked and launched under the GIL; where a check
+ * ran Python (a property, so another thread may have re-pointed, re-armed or closed it),
+ * launched only if `armed` and `fast` are still the very objects read first. A new reference,
  * NotImplemented when it does not apply, NULL with RuntimeError when the launch failed. A
  * graph exec of 0 without a driver (CPU tests) checks without launching. */
 static PyObject *replay_core(PyObject *executable, PyObject *const *given, Py_ssize_t ngiven,
@@ -144,6 +145,17 @@ static PyObject *replay_core(PyObject *executable, PyObject *const *given, Py_ss
     PyObject *checks = PyTuple_GET_ITEM(fast, 4);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(checks); i++)
         if (!check_holds(PyTuple_GET_ITEM(checks, i), given, ngiven)) goto done;
+    if (PyTuple_GET_SIZE(checks) > 0) {
+        /* a check may run Python (a property) and let another thread re-point, re-arm or
+         * close the executable: launch only what is still armed, as it was read */
+        PyObject *armed_now = PyObject_GetAttr(executable, str_armed);
+        PyObject *fast_now = armed_now ? PyObject_GetAttr(executable, str_fast) : NULL;
+        int same = armed_now == armed && fast_now == fast;
+        Py_XDECREF(armed_now);
+        Py_XDECREF(fast_now);
+        if (PyErr_Occurred()) PyErr_Clear();
+        if (!same) goto done;
+    }
     void *exec = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 0));
     void *stream = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 1));
     Py_ssize_t result = PyLong_AsSsize_t(PyTuple_GET_ITEM(fast, 2));

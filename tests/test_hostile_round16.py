@@ -1,0 +1,166 @@
+"""A sixteenth hostile round, on round 15's checks (each case failed before its fix): a
+value kept on `self` from a nested config; an EasyDict-style config; complex and tuple
+values; per-layer values in a list; `getattr(CFG, "lr")`; partial and functools.wraps
+wrappers; no warning for a large container the code never names; an equal value
+reassigned keeps the direct path."""
+from __future__ import annotations
+
+import functools
+import warnings
+from types import SimpleNamespace
+
+import numpy as np
+from numba import cuda
+
+import tracegraph as tg
+
+
+@cuda.jit
+def _scale_real(x, a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a.real * x[i]
+
+
+@cuda.jit
+def _affine(x, ab, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = ab[0] * x[i] + ab[1]
+
+
+def _run(backend, fn, args, change, want_before, want_after):
+    x, out = cuda.to_device(np.arange(3.0)), cuda.device_array(3)
+    f = tg.compile(fn, backend=backend)
+    f(*args, x, out)
+    f(*args, x, out)
+    np.testing.assert_allclose(out.copy_to_host(), want_before)
+    change()
+    f(*args, x, out)
+    np.testing.assert_allclose(out.copy_to_host(), want_after)
+    return f
+
+
+class Block:
+    def __init__(self):
+        self.cfg = SimpleNamespace(gain=2.0)
+
+    def forward(self, x, out):
+        self.gain = self.cfg.gain  # kept on self; the config it comes from is checked
+        _scale_real[1, 8](x, self.gain, out)
+
+
+class AttrDict(dict):
+    __getattr__ = dict.__getitem__
+
+
+CFG = AttrDict(lr=2.0)
+ALPHA = 2 + 0j
+PAIR = (2.0, 1.0)
+HP = SimpleNamespace(lr=2.0)
+R = np.arange(3.0)
+
+
+def test_values_round_15_missed_are_checked(backend):
+    global ALPHA, PAIR
+    b = Block()
+    _run(backend, b.forward, (), lambda: setattr(b.cfg, "gain", 3.0), 2 * R, 3 * R)
+
+    def attrdict(x, out):
+        _scale_real[1, 8](x, CFG.lr, out)
+    _run(backend, attrdict, (), lambda: CFG.__setitem__("lr", 4.0), 2 * R, 4 * R)
+    CFG["lr"] = 2.0
+
+    def complex_value(x, out):
+        _scale_real[1, 8](x, ALPHA, out)
+    try:
+        _run(backend, complex_value, (), lambda: globals().__setitem__("ALPHA", 5 + 0j),
+             2 * R, 5 * R)
+
+        def tuple_value(x, out):
+            _affine[1, 8](x, PAIR, out)
+        _run(backend, tuple_value, (), lambda: globals().__setitem__("PAIR", (3.0, 0.0)),
+             2 * R + 1, 3 * R)
+    finally:
+        ALPHA, PAIR = 2 + 0j, (2.0, 1.0)
+
+    def by_getattr(x, out):
+        _scale_real[1, 8](x, getattr(HP, "lr"), out)  # noqa: B009 - the case itself
+    _run(backend, by_getattr, (), lambda: setattr(HP, "lr", 3.0), 2 * R, 3 * R)
+    HP.lr = 2.0
+
+
+class Net:
+    def __init__(self):
+        self.layers = [SimpleNamespace(gain=2.0), SimpleNamespace(gain=1.0)]
+
+    def fwd(self, x, out):
+        for layer in self.layers:
+            _scale_real[1, 8](x, layer.gain, out)
+            x = out
+
+
+LR = 2.0
+
+
+def _timed(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+@_timed
+def _wrapped(x, out):
+    _scale_real[1, 8](x, LR, out)
+
+
+def _with_k(x, out, k):
+    _scale_real[1, 8](x, LR * k, out)
+
+
+def test_per_layer_values_and_wrapped_functions_are_checked(backend):
+    global LR
+    n = Net()
+    _run(backend, n.fwd, (), lambda: setattr(n.layers[0], "gain", 3.0), 2 * R, 3 * R)
+    try:
+        _run(backend, _wrapped, (), lambda: globals().__setitem__("LR", 5.0), 2 * R, 5 * R)
+        LR = 2.0
+        _run(backend, functools.partial(_with_k, k=1.0), (),
+             lambda: globals().__setitem__("LR", 5.0), 2 * R, 5 * R)
+    finally:
+        LR = 2.0
+
+
+class Trainer:
+    def __init__(self):
+        self.losses = [0.0] * 1000  # never read by the step
+        self.lr = 2.0
+
+    def step(self, x, out):
+        _scale_real[1, 8](x, self.lr, out)
+
+
+def test_no_warning_for_a_large_container_the_code_never_names(backend):
+    t = Trainer()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f = tg.compile(t.step, backend=backend)
+        f(cuda.to_device(np.arange(3.0)), cuda.device_array(3))
+
+
+def test_an_equal_value_reassigned_keeps_the_direct_path(backend, monkeypatch):
+    from tracegraph.signature import arguments
+    x, out = cuda.to_device(np.arange(3.0)), cuda.device_array(3)
+    monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {type(x)})
+    t = Trainer()
+    f = tg.compile(t.step, backend=backend)
+    f(x, out)
+    f(x, out)
+    t.lr = 2.0 + 0.0 * len(str(t))  # equal, another object
+    f(x, out)
+    if backend == "cuda":
+        hot = f._hot
+        assert hot is not None and any(c[4] is t.lr for c in hot._checks)  # re-armed
+    np.testing.assert_array_equal(out.copy_to_host(), 2 * R)
+    assert len(f.compiled) == 1
