@@ -7,10 +7,12 @@ driver loads (a graph exec of 0 would launch on a GPU machine).
 from __future__ import annotations
 
 import os
+import sys
 import timeit
 
 os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 os.environ["TRACEGRAPH_CUDA_PLATFORM"] = "fake"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import numpy as np
 from numba import cuda
