@@ -164,3 +164,44 @@ def test_an_equal_value_reassigned_keeps_the_direct_path(backend, monkeypatch):
         assert hot is not None and any(c[4] is t.lr for c in hot._checks)  # re-armed
     np.testing.assert_array_equal(out.copy_to_host(), 2 * R)
     assert len(f.compiled) == 1
+
+
+# round 17: a dict the code walks with .items()/.values()
+OPT = {"lr": 2.0}
+
+
+def test_values_read_by_walking_a_dict_are_checked(backend):
+    def walk(x, out):
+        s = 0.0
+        for _, v in OPT.items():
+            s += v
+        _scale_real[1, 8](x, s, out)
+    try:
+        _run(backend, walk, (), lambda: OPT.__setitem__("lr", 9.0), 2 * R, 9 * R)
+    finally:
+        OPT["lr"] = 2.0
+
+
+@cuda.jit
+def _addto(b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] += b[i]
+
+
+def test_a_dict_of_buffers_walked_by_values_is_no_warning(backend):
+    bufs = {"k": cuda.to_device(np.arange(3.0)), "v": cuda.to_device(10 * np.arange(3.0))}
+
+    def step(out):
+        for b in bufs.values():
+            _addto[1, 8](b, out)
+    out = cuda.to_device(np.zeros(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f = tg.compile(step, backend=backend)
+        f(out)
+    np.testing.assert_array_equal(out.copy_to_host(), 11 * np.arange(3.0))
+    bufs["v"] = cuda.to_device(20 * np.arange(3.0))
+    out.copy_to_device(np.zeros(3))
+    f(out)
+    np.testing.assert_array_equal(out.copy_to_host(), 21 * np.arange(3.0))

@@ -97,8 +97,8 @@ def stale_guard(program: Any, fn: Callable, leaves: list) -> Any:
 
 
 def stale_error(stale: Any, qualname: str) -> SignatureError:
-    what = ("another value than when {q} was traced, which may pick another captured "
-            "device array" if isinstance(stale, ValueGuard) else
+    what = ("another value than when {q} was traced, which the graph holds (passed to a "
+            "kernel, or picking what it launches)" if isinstance(stale, ValueGuard) else
             "another kernel than when {q} was traced, and the graph launches the old one"
             if isinstance(stale, KernelGuard) else
             "another device array than when {q} was traced, and the graph holds the old "

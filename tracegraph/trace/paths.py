@@ -186,6 +186,8 @@ def code_names(fn: Callable) -> frozenset[str]:
         # a string the code holds may be a key it looks up (`CFG["w"]`): kept as "[w]", so
         # a method name (`opt.step()`) does not name the key STATE["step"]
         names.update(f"[{c}]" for c in code.co_consts if isinstance(c, str))
+        if {"items", "values"} & set(code.co_names):  # it may read every entry of a dict
+            names.add("[*]")
         stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
     return frozenset(names)
 
@@ -214,7 +216,7 @@ def named(ref: HostRef, names: frozenset[str]) -> bool:
     the code uses and every string key a string it holds (`model.head`, an alias the code
     never names, is not)."""
     return all(isinstance(key, int) or f"[{key}]" in names or (how == "." and key in names)
-               for how, key in ref.steps)
+               or (how == "[]" and "[*]" in names) for how, key in ref.steps)
 
 
 def kept(ref: HostRef, stored: frozenset[str]) -> bool:
