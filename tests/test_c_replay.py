@@ -236,6 +236,21 @@ def test_the_paths_the_function_reads_are_checked():
     assert replay(ex, (a,)) is NotImplemented
 
 
+@dry_run
+def test_a_containers_shape_is_checked():
+    a, items, opts = Obj(), [1, 2], {"lr": 1, "wd": 2}
+    ex = Armed((weakref.ref(a),), (0, 0, 0, None, ((10, {"L": items}, "L", (), 2),
+                                                     (12, opts, None, (), ("lr", "wd")))))
+    assert replay(ex, (a,)) is a
+    items.append(3)
+    assert replay(ex, (a,)) is NotImplemented
+    items.pop()
+    del opts["wd"]
+    assert replay(ex, (a,)) is NotImplemented
+    opts["wd"] = 5  # the same keys again, in the same order
+    assert replay(ex, (a,)) is a
+
+
 def test_checks_hold_in_python_as_in_c():
     from tracegraph.backends import checks_hold
     k, other, holder = Obj(), Obj(), Obj()

@@ -205,3 +205,43 @@ def test_a_dict_of_buffers_walked_by_values_is_no_warning(backend):
     out.copy_to_device(np.zeros(3))
     f(out)
     np.testing.assert_array_equal(out.copy_to_host(), 21 * np.arange(3.0))
+
+
+# round 17: a list's length and a dict's keys decide the launches a trace records
+LAYERS = [2.0]
+OPTS = {"lr": 1.0}
+
+
+def test_the_length_of_a_list_and_the_keys_of_a_dict_are_checked(backend, monkeypatch):
+    from tracegraph.signature import arguments
+    monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {type(cuda.device_array(1))})
+
+    def by_layers(x, out):
+        _scale_real[1, 8](x, 1.0, out)
+        for g in LAYERS:
+            _scale_real[1, 8](out, g, out)
+
+    def by_keys(x, out):
+        _scale_real[1, 8](x, OPTS["lr"], out)
+        if "wd" in OPTS:
+            _scale_real[1, 8](out, OPTS["wd"], out)
+    try:
+        _run(backend, by_layers, (), lambda: LAYERS.append(10.0), 2 * R, 20 * R)
+        _run(backend, by_keys, (), lambda: OPTS.__setitem__("wd", 0.5), R, 0.5 * R)
+    finally:
+        del LAYERS[1:]
+        OPTS.pop("wd", None)
+
+
+LOG: list = []
+
+
+def test_a_container_the_function_changes_itself_is_no_guard(backend):
+    def step(x, out):
+        LOG.append(1)
+        _scale_real[1, 8](x, 2.0, out)
+    f = tg.compile(step, backend=backend)
+    x, out = cuda.to_device(np.arange(3.0)), cuda.device_array(3)
+    for _ in range(3):
+        f(x, out)
+    assert len(f.compiled) == 1

@@ -146,3 +146,13 @@ def child_path(path: str, spec: Any, entry: Any) -> str:
 def accessor(entries: Any) -> Any:
     """An optree accessor from some of another's entries (to name a subtree's leaves)."""
     return optree.PyTreeAccessor(tuple(entries))
+
+
+def container_shape(value: Any) -> Any:
+    """What a loop or a membership test over a list or dict depends on: a list's length,
+    a dict's keys in order (its length past 256 keys); None for anything else."""
+    if isinstance(value, list):
+        return len(value)
+    if isinstance(value, dict):
+        return tuple(value) if len(value) <= 256 else len(value)
+    return None

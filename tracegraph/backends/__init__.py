@@ -5,6 +5,7 @@ from typing import Any, Protocol
 
 from .. import _numba, config
 from ..errors import TracegraphError
+from ..pytree import container_shape
 
 BACKENDS = ("auto", "cuda", "sim")
 MISS = object()  # an executable's replay_same: not that case, take the full path
@@ -26,7 +27,8 @@ def checks_hold(checks: tuple, args: tuple) -> bool:
     """What a direct replay checks itself all holds: each path (trace.paths.fast_check:
     from a global, a closure cell, an object or argument k, through attributes and items)
     still finds the very object it found when armed. Any error is a miss."""
-    return all(_walk(check, args) is check[4] for check in checks)
+    return all(container_shape(_walk(check, args)) == check[4] if check[0] >= 10
+               else _walk(check, args) is check[4] for check in checks)
 
 
 def refreshed(checks: tuple, args: tuple) -> tuple | None:
@@ -36,11 +38,13 @@ def refreshed(checks: tuple, args: tuple) -> tuple | None:
     now = tuple(_walk(check, args) for check in checks)
     if any(v is MISS for v in now):
         return None
-    return tuple((*check[:4], v) for check, v in zip(checks, now))
+    return tuple((*check[:4], container_shape(v) if check[0] >= 10 else v)
+                 for check, v in zip(checks, now))
 
 
 def _walk(check: tuple, args: tuple) -> Any:
     kind, a, b, steps, _ = check
+    kind %= 10
     try:
         now = a.get(b, MISS) if kind == 0 else a.cell_contents if kind == 1 else \
             a if kind == 2 else args[b]

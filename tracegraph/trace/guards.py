@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SignatureError
+from ..pytree import container_shape
 from ..signature import arguments
 from ..signature.call import static_key
 from .paths import (
@@ -24,6 +25,7 @@ from .paths import (
     fast_check,
     is_value,
     kept,
+    mutated,
     named,
     search,
     stored_names,
@@ -70,6 +72,22 @@ class ValueGuard:
 
 
 @dataclass(frozen=True)
+class ShapeGuard:
+    """A list or dict the code names (`for g in LAYERS`, `if "wd" in OPT`): the launches a
+    trace records follow its length or keys, so the graph holds while they are the same."""
+    ref: HostRef
+    shape: Any
+    check: tuple | None = None  # as KernelGuard's (trace.paths.fast_check, shape=True)
+
+    @property
+    def array(self) -> Any:
+        return GONE
+
+    def holds(self, fn: Callable, leaves: list) -> bool:
+        return container_shape(self.ref.resolve(fn, leaves)) == self.shape
+
+
+@dataclass(frozen=True)
 class KernelGuard:
     """A kernel the function launched and a name its code uses that found it (`step`,
     `self.kernel`): rebinding the name (a notebook cell run again) launches the new kernel
@@ -101,6 +119,8 @@ def stale_error(stale: Any, qualname: str) -> SignatureError:
             "kernel, or picking what it launches)" if isinstance(stale, ValueGuard) else
             "another kernel than when {q} was traced, and the graph launches the old one"
             if isinstance(stale, KernelGuard) else
+            "another length or other keys than when {q} was traced, and the graph keeps the "
+            "launches its trace made" if isinstance(stale, ShapeGuard) else
             "another device array than when {q} was traced, and the graph holds the old "
             "one by address").format(q=qualname)
     return SignatureError(f"{stale.ref.describe()} holds {what}",
@@ -137,6 +157,13 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
         if id(value) in kernel_ids:
             if named(ref, names):
                 guards.append(KernelGuard(ref, value, fast_check(fn, ref, value)))
+            continue
+        if isinstance(value, (list, dict)):
+            # (an argument's own structure is in the signature already)
+            if (ref.steps or ref.root[0] != "leaf") and named(ref, names) and \
+                    not kept(ref, stored) and not mutated(ref, stored):
+                guards.append(ShapeGuard(ref, container_shape(value),
+                                         fast_check(fn, ref, value, shape=True)))
             continue
         info = arguments.describe(value)
         if info is None:
@@ -195,6 +222,8 @@ def guarded_now(program: Any, fn: Callable, leaves: list) -> tuple:
     fresh view over the same memory is the same): the key of the graph for them."""
     return tuple(_value_key(g.ref.resolve(fn, leaves)) if isinstance(g, ValueGuard) else
                  ("kernel", id(g.ref.resolve(fn, leaves))) if isinstance(g, KernelGuard) else
+                 ("shape", container_shape(g.ref.resolve(fn, leaves)))
+                 if isinstance(g, ShapeGuard) else
                  _memory(g.ref.resolve(fn, leaves)) for g in program.guards)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..pytree import container_shape
 from ..signature import arguments
 
 _DEPTH = 3       # steps from a root: self.layers[2].w
@@ -76,11 +77,12 @@ def is_value(value: Any) -> bool:
                                                            for v in value))
 
 
-def fast_check(fn: Callable, ref: HostRef, value: Any) -> tuple:
+def fast_check(fn: Callable, ref: HostRef, value: Any, shape: bool = False) -> tuple:
     """What a direct replay checks itself (backends.checks_hold, and the C entry): (kind,
     a, b, steps, value) — the path's start (0: globals dict a, name b; 1: closure cell a;
     2: object a, the bound method's instance or the callable object; 3: argument b), then
-    its steps ((is an item, key), ...), finding the very object `value` again."""
+    its steps ((is an item, key), ...), finding the very object `value` again (`shape`: a
+    list or dict of the same length or keys)."""
     kind, name = ref.root[0], ref.root[1]
     code_fn = function_of(fn)
     if kind == "global":
@@ -93,6 +95,8 @@ def fast_check(fn: Callable, ref: HostRef, value: Any) -> tuple:
         head = (2, fn, None)
     else:
         head = (3, None, name)
+    if shape:  # kind + 10: compare the container's shape (pytree.container_shape)
+        head, value = (head[0] + 10, *head[1:]), container_shape(value)
     return (*head, tuple((how == "[]", key) for how, key in ref.steps), value)
 
 
@@ -122,6 +126,8 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
                 cut.append(f"{_VISITS} objects looked into")
                 continue
             seen[id(value)] = seen.get(id(value), 0) + 1
+            if isinstance(value, (list, dict)):
+                yield ref, value  # its length or keys may decide what the code launches
             if isinstance(value, (dict, list, tuple)) and len(value) > _BREADTH and \
                     named(ref, names):
                 cut.append(f"{ref.describe()} has more than {_BREADTH} entries")
@@ -202,13 +208,28 @@ def stored_names(fn: Callable) -> frozenset[str]:
         code = stack.pop()
         if code is None:
             continue
-        for i in dis.get_instructions(code):
+        ops = [i for i in dis.get_instructions(code) if i.opname not in _NOISE]
+        for k, i in enumerate(ops):
             if i.opname in ("STORE_ATTR", "DELETE_ATTR"):
                 stored.add(i.argval)
             elif i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
                 stored.add(f"global {i.argval}")
+            # a container it changes (`log.append(...)`, `self.cache[k] = v`): "mutated NAME"
+            # for the name it was loaded by (the load just before the method, or before
+            # the key)
+            before = ops[k - 1] if i.argval in _MUTATORS and k else \
+                ops[k - 2] if i.opname in ("STORE_SUBSCR", "DELETE_SUBSCR") and k > 1 else None
+            if before is not None and before.opname.startswith("LOAD_") and \
+                    isinstance(before.argval, str):
+                stored.add(f"mutated {before.argval}")
         stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
     return frozenset(stored)
+
+
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update",
+                       "setdefault", "popitem", "sort", "reverse", "__setitem__",
+                       "__delitem__"})
+_NOISE = frozenset({"CACHE", "PRECALL", "PUSH_NULL", "RESUME", "NOP", "EXTENDED_ARG"})
 
 
 def named(ref: HostRef, names: frozenset[str]) -> bool:
@@ -217,6 +238,12 @@ def named(ref: HostRef, names: frozenset[str]) -> bool:
     never names, is not)."""
     return all(isinstance(key, int) or f"[{key}]" in names or (how == "." and key in names)
                or (how == "[]" and "[*]" in names) for how, key in ref.steps)
+
+
+def mutated(ref: HostRef, stored: frozenset[str]) -> bool:
+    """Is this path's container one the function changes itself (stored_names)?"""
+    last = ref.steps[-1][1] if ref.steps else ref.root[1]
+    return f"mutated {last}" in stored
 
 
 def kept(ref: HostRef, stored: frozenset[str]) -> bool:

@@ -75,9 +75,30 @@ static PyObject *referent(PyObject *ref) {
  * at key b; 1: cell a; 2: object a; 3: argument b of this call), then attributes and
  * items ((is an item, key), ...), finds `expected` itself. Any error is a miss (cleared),
  * as in backends.checks_hold. */
+/* pytree.container_shape(now) == expected: a list's length, a dict's keys in order (or
+ * its length past 256 keys). */
+static int shape_matches(PyObject *now, PyObject *expected) {
+    if (PyList_Check(now))
+        return PyLong_Check(expected) && PyList_GET_SIZE(now) == PyLong_AsSsize_t(expected);
+    if (!PyDict_Check(now)) return 0;
+    if (PyLong_Check(expected))
+        return PyDict_GET_SIZE(now) > 256 && PyDict_GET_SIZE(now) == PyLong_AsSsize_t(expected);
+    if (!PyTuple_Check(expected) || PyDict_GET_SIZE(now) != PyTuple_GET_SIZE(expected))
+        return 0;
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(now, &pos, &key, &value)) {
+        PyObject *want = PyTuple_GET_ITEM(expected, i++);
+        if (key != want && PyObject_RichCompareBool(key, want, Py_EQ) != 1) return 0;
+    }
+    return 1;
+}
+
 static int check_holds(PyObject *check, PyObject *const *given, Py_ssize_t ngiven) {
     if (!PyTuple_Check(check) || PyTuple_GET_SIZE(check) != 5) return 0;
     long kind = PyLong_AsLong(PyTuple_GET_ITEM(check, 0));
+    int shape = kind >= 10; /* compare the container's shape, not the object */
+    kind %= 10;
     PyObject *a = PyTuple_GET_ITEM(check, 1), *b = PyTuple_GET_ITEM(check, 2);
     PyObject *steps = PyTuple_GET_ITEM(check, 3), *now = NULL;
     if (kind == 0 && PyDict_Check(a)) {
@@ -111,7 +132,8 @@ static int check_holds(PyObject *check, PyObject *const *given, Py_ssize_t ngive
         Py_DECREF(now);
         now = NULL;
     }
-    int holds = now != NULL && now == PyTuple_GET_ITEM(check, 4);
+    int holds = now != NULL && (shape ? shape_matches(now, PyTuple_GET_ITEM(check, 4))
+                                      : now == PyTuple_GET_ITEM(check, 4));
     Py_XDECREF(now);
     if (PyErr_Occurred()) PyErr_Clear();
     return holds;
