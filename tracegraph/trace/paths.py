@@ -183,19 +183,24 @@ def code_names(fn: Callable) -> frozenset[str]:
     """Every name fn's code (and the code nested in it) loads, globals and attributes, and
     the strings it holds (dict keys: `CFG["w"]`)."""
     names: set[str] = set()
-    stack = [getattr(function_of(fn), "__code__", None)]
-    while stack:
-        code = stack.pop()
-        if code is None:
-            continue
+    for code in _codes(fn):
         names.update(code.co_names)
         # a string the code holds may be a key it looks up (`CFG["w"]`): kept as "[w]", so
         # a method name (`opt.step()`) does not name the key STATE["step"]
         names.update(f"[{c}]" for c in code.co_consts if isinstance(c, str))
         if {"items", "values"} & set(code.co_names):  # it may read every entry of a dict
             names.add("[*]")
-        stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
     return frozenset(names)
+
+
+def _codes(fn: Callable) -> Iterator[types.CodeType]:
+    """fn's code and the code nested in it (comprehensions, inner functions)."""
+    stack = [getattr(function_of(fn), "__code__", None)]
+    while stack:
+        code = stack.pop()
+        if code is not None:
+            yield code
+            stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
 
 
 def stored_names(fn: Callable) -> frozenset[str]:
@@ -203,11 +208,7 @@ def stored_names(fn: Callable) -> frozenset[str]:
     (`self.calls += 1`, `global STEP; STEP += 1`; globals as "global NAME")."""
     import dis
     stored: set[str] = set()
-    stack = [getattr(function_of(fn), "__code__", None)]
-    while stack:
-        code = stack.pop()
-        if code is None:
-            continue
+    for code in _codes(fn):
         ops = [i for i in dis.get_instructions(code) if i.opname not in _NOISE]
         for k, i in enumerate(ops):
             if i.opname in ("STORE_ATTR", "DELETE_ATTR"):
@@ -222,7 +223,6 @@ def stored_names(fn: Callable) -> frozenset[str]:
             if before is not None and before.opname.startswith("LOAD_") and \
                     isinstance(before.argval, str):
                 stored.add(f"mutated {before.argval}")
-        stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
     return frozenset(stored)
 
 
