@@ -74,16 +74,19 @@ def add_dependencies(program: Program) -> Program:
             records.append((a, j))
 
     graph = program.graph.copy()
-    first: dict[frozenset[str], str] = {}  # hazards -> the primary one (a few sets in all)
-
-    def data(h: set[str]) -> dict:
-        hazards = frozenset(h)
-        primary = first.get(hazards)
-        if primary is None:
-            primary = first[hazards] = primary_hazard(hazards)
-        return {"hazards": hazards, "hazard": primary}
-    graph.add_edges_from((i, j, data(h)) for (i, j), h in edges.items())
+    graph.add_edges_from((i, j, _edge_data(h)) for (i, j), h in edges.items())
     return program.replace(graph=graph)
+
+
+def _edge_data(h: set[str]) -> dict:
+    hazards = frozenset(h)
+    primary = _PRIMARY.get(hazards)
+    if primary is None:
+        primary = _PRIMARY[hazards] = primary_hazard(hazards)
+    return {"hazards": hazards, "hazard": primary}
+
+
+_PRIMARY: dict[frozenset[str], str] = {}  # hazards -> the primary one (a few sets in all)
 
 
 def order_host_callbacks(program: Program) -> Program:

@@ -145,30 +145,11 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     holders: list[Guard] = []  # paths to other device arrays: views' bases
     host_holders: list[Guard] = []  # paths to host arrays: a held slice's base (T[:4])
     for ref, value in search(fn, leaves, paths, names, kernel_ids, cut):
-        if is_value(value) and id(value) not in kernel_ids:
-            # values that may pick a captured array, a kernel or a held host array
-            # (`KS[IDX]`); an argument itself is in the signature already; no list items:
-            # a counter the function keeps (`TR[0] += 1`) would retrace it on every call
-            if (ref.steps or ref.root[0] != "leaf") and named(ref, names) and \
-                    all(how == "." or isinstance(key, str) for how, key in ref.steps[-1:]) and \
-                    not kept(ref, stored):
-                guards.append(ValueGuard(ref, static_key(value), fast_check(fn, ref, value)))
-            continue
-        if id(value) in kernel_ids:
-            if named(ref, names):
-                guards.append(KernelGuard(ref, value, fast_check(fn, ref, value)))
-            continue
-        if isinstance(value, (list, dict)):
-            # (an argument's own structure is in the signature already)
-            if (ref.steps or ref.root[0] != "leaf") and named(ref, names) and \
-                    not kept(ref, stored) and not mutated(ref, stored):
-                guards.append(ShapeGuard(ref, container_shape(value),
-                                         fast_check(fn, ref, value, shape=True)))
-            continue
-        info = arguments.describe(value)
+        info = None if is_value(value) or id(value) in kernel_ids or \
+            isinstance(value, (list, dict)) else arguments.describe(value)
         if info is None:
-            continue
-        if id(value) in held_ids:
+            guards += _python_state(fn, ref, value, names, stored, kernel_ids)
+        elif id(value) in held_ids:
             if named(ref, names):
                 guards.append(Guard(ref, value, info))
         elif info.placement == arguments.DEVICE:
@@ -187,11 +168,16 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
         if not any(named(g.ref, names) or _picked(g.ref, selectors) for g in mine):
             missing.append(a)  # only aliases the code never names: its own path is unseen
         guards += [g for g in mine if id(g.array) != k]
+    _warn(name, where, cut, missing)
+    return tuple(guards)
+
+
+def _warn(name: str, where: str, cut: list[str], missing: list[Any]) -> None:
     if cut:
         warnings.warn(f"tracegraph: looking for what {name} reaches by name (to see it "
                       f"change between calls) stopped where {cut[0]}: a change past that "
                       "point is not seen by replays. Pass what changes as arguments "
-                      f"(traced at {where})", UserWarning, stacklevel=2)
+                      f"(traced at {where})", UserWarning, stacklevel=3)
     if missing:
         warnings.warn(f"tracegraph: {name} passed {len(missing)} device array(s) to kernels "
                       "that are neither its arguments nor found through a name its code "
@@ -200,8 +186,28 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
                       "called returned): the graph keeps them by address, and rebinding "
                       "where they come from will not be seen by replays. Pass them as "
                       f"arguments of the traced function (traced at {where})", UserWarning,
-                      stacklevel=2)
-    return tuple(guards)
+                      stacklevel=3)
+
+
+def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
+                  stored: frozenset[str], kernel_ids: set[int]) -> list[Any]:
+    """The guard of a value, kernel or container found at `ref`, if it needs one. An
+    argument itself is in the signature already; so is an argument's own structure."""
+    if id(value) in kernel_ids:
+        return [KernelGuard(ref, value, fast_check(fn, ref, value))] \
+            if named(ref, names) else []
+    if not (ref.steps or ref.root[0] != "leaf") or not named(ref, names) or kept(ref, stored):
+        return []
+    if isinstance(value, (list, dict)):
+        return [] if mutated(ref, stored) else \
+            [ShapeGuard(ref, container_shape(value), fast_check(fn, ref, value, shape=True))]
+    # a value that may pick a captured array, a kernel or a held host array (`KS[IDX]`), or
+    # that a kernel gets; no list item: a counter the function keeps (`TR[0] += 1`) would
+    # trace it on every call
+    if is_value(value) and all(how == "." or isinstance(key, str)
+                               for how, key in ref.steps[-1:]):
+        return [ValueGuard(ref, static_key(value), fast_check(fn, ref, value))]
+    return []
 
 
 def _picked(ref: HostRef, selectors: list[HostRef]) -> bool:
