@@ -245,3 +245,67 @@ def test_a_container_the_function_changes_itself_is_no_guard(backend):
     for _ in range(3):
         f(x, out)
     assert len(f.compiled) == 1
+
+
+# round 18: container checks
+STAGES = (1.0,)
+POOL = {"w": 2.0}
+
+
+class Layers:
+    def __init__(self):
+        self.layers = [1.0]
+
+    def fwd(self, x, out):
+        layers = list(self.layers)
+        layers.reverse()  # a local copy changed: the container is still checked
+        _scale_real[1, 8](x, 1.0, out)
+        for g in layers:
+            _scale_real[1, 8](out, g, out)
+
+
+class Keyed:
+    def __init__(self, v):
+        self.v = v
+
+    def __hash__(self):
+        return hash(self.v)
+
+    def __eq__(self, other):
+        return np.array([self.v]) == np.array([other.v, other.v])  # a tensor-like key
+
+
+TABLE = {Keyed(1): 1.0}
+
+
+def test_round_18_container_cases(backend):
+    global STAGES
+
+    def by_len(x, out):
+        _scale_real[1, 8](x, float(len(STAGES)), out)
+    try:
+        _run(backend, by_len, (), lambda: globals().__setitem__("STAGES", (1.0, 2.0)), R, 2 * R)
+    finally:
+        STAGES = (1.0,)
+    n = Layers()
+    _run(backend, n.fwd, (), lambda: n.layers.append(5.0), R, 5 * R)
+
+    def fixed_key(x, out):  # only read by key: growing it traces nothing
+        _scale_real[1, 8](x, POOL["w"], out)
+    f = tg.compile(fixed_key, backend=backend)
+    x, out = cuda.to_device(np.arange(3.0)), cuda.device_array(3)
+    for i in range(5):
+        POOL[f"tmp{i}"] = 0.0
+        f(x, out)
+    assert len(f.compiled) == 1
+
+    def walk_keys(x, out):
+        _scale_real[1, 8](x, 0.0, out)
+        for _ in TABLE:
+            _scale_real[1, 8](x, 1.0, out)
+    g = tg.compile(walk_keys, backend=backend)
+    g(x, out)
+    TABLE.clear()
+    TABLE[Keyed(2)] = 1.0  # comparing the keys raises: another shape, no error
+    g(x, out)
+    np.testing.assert_array_equal(out.copy_to_host(), R)

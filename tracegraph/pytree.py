@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -149,10 +149,20 @@ def accessor(entries: Any) -> Any:
 
 
 def container_shape(value: Any) -> Any:
-    """What a loop or a membership test over a list or dict depends on: a list's length,
-    a dict's keys in order (its length past 256 keys); None for anything else."""
-    if isinstance(value, list):
-        return len(value)
+    """What a loop or a membership test over a container depends on: a dict's keys in
+    order (its length past 256 keys), the length of a list, tuple, set or deque; None for
+    anything else."""
     if isinstance(value, dict):
         return tuple(value) if len(value) <= 256 else len(value)
+    if isinstance(value, (list, tuple, set, frozenset, deque)):
+        return len(value)
     return None
+
+
+def same_shape(value: Any, shape: Any) -> bool:
+    """container_shape(value) == shape, where a key's `==` that raises or gives an array
+    (a tensor key) counts as another shape."""
+    try:
+        return bool(container_shape(value) == shape)
+    except Exception:
+        return False

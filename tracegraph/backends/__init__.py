@@ -5,7 +5,7 @@ from typing import Any, Protocol
 
 from .. import _numba, config
 from ..errors import TracegraphError
-from ..pytree import container_shape
+from ..pytree import container_shape, same_shape
 
 BACKENDS = ("auto", "cuda", "sim")
 MISS = object()  # an executable's replay_same: not that case, take the full path
@@ -27,7 +27,7 @@ def checks_hold(checks: tuple, args: tuple) -> bool:
     """What a direct replay checks itself all holds: each path (trace.paths.fast_check:
     from a global, a closure cell, an object or argument k, through attributes and items)
     still finds the very object it found when armed. Any error is a miss."""
-    return all(container_shape(_walk(check, args)) == check[4] if check[0] >= 10
+    return all(same_shape(_walk(check, args), check[4]) if check[0] >= 10
                else _walk(check, args) is check[4] for check in checks)
 
 

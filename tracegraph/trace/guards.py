@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SignatureError
-from ..pytree import container_shape
+from ..pytree import container_shape, same_shape
 from ..signature import arguments
 from ..signature.call import static_key
 from .paths import (
@@ -25,10 +25,10 @@ from .paths import (
     fast_check,
     is_value,
     kept,
-    mutated,
     named,
     search,
     stored_names,
+    walked,
 )
 
 
@@ -84,7 +84,7 @@ class ShapeGuard:
         return GONE
 
     def holds(self, fn: Callable, leaves: list) -> bool:
-        return container_shape(self.ref.resolve(fn, leaves)) == self.shape
+        return same_shape(self.ref.resolve(fn, leaves), self.shape)
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     host_holders: list[Guard] = []  # paths to host arrays: a held slice's base (T[:4])
     for ref, value in search(fn, leaves, paths, names, kernel_ids, cut):
         info = None if is_value(value) or id(value) in kernel_ids or \
-            isinstance(value, (list, dict)) else arguments.describe(value)
+            container_shape(value) is not None else arguments.describe(value)
         if info is None:
             guards += _python_state(fn, ref, value, names, stored, kernel_ids)
         elif id(value) in held_ids:
@@ -198,9 +198,9 @@ def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
             if named(ref, names) else []
     if not (ref.steps or ref.root[0] != "leaf") or not named(ref, names) or kept(ref, stored):
         return []
-    if isinstance(value, (list, dict)):
-        return [] if mutated(ref, stored) else \
-            [ShapeGuard(ref, container_shape(value), fast_check(fn, ref, value, shape=True))]
+    if container_shape(value) is not None and not is_value(value):
+        return [ShapeGuard(ref, container_shape(value), fast_check(fn, ref, value, shape=True))] \
+            if walked(ref, stored) else []
     # a value that may pick a captured array, a kernel or a held host array (`KS[IDX]`), or
     # that a kernel gets; no list item: a counter the function keeps (`TR[0] += 1`) would
     # trace it on every call
@@ -252,8 +252,9 @@ def retraced(qualname: str, stale: Any, count: int) -> int:
     returns the count."""
     if count == _RETRACES:
         warnings.warn(f"tracegraph: {qualname} was traced again {count} times because "
-                      f"{stale.ref.describe()} (and the like) found another array or value "
-                      "than its graphs were traced with: each trace builds a graph. Pass "
+                      f"{stale.ref.describe()} (and the like) found another array, value, "
+                      "kernel, length or set of keys than its graphs were traced with: each "
+                      "trace builds a graph. Pass "
                       "arrays that change between calls as arguments (a moved argument "
                       "costs a re-point, not a trace), and values as arguments or "
                       "dynamic={...: 'value'}", UserWarning, stacklevel=4)

@@ -119,6 +119,8 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
                     is_value(value):
                 yield ref, value
                 continue
+            if container_shape(value) is not None and seen.get(id(value), 0) < _ALIASES:
+                yield ref, value  # its length or keys may decide what the code launches
             if seen.get(id(value), 0) >= _ALIASES or len(ref.steps) >= _DEPTH or \
                     not _worth_looking(value):
                 continue
@@ -126,8 +128,6 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
                 cut.append(f"{_VISITS} objects looked into")
                 continue
             seen[id(value)] = seen.get(id(value), 0) + 1
-            if isinstance(value, (list, dict)):
-                yield ref, value  # its length or keys may decide what the code launches
             if isinstance(value, (dict, list, tuple)) and len(value) > _BREADTH and \
                     named(ref, names):
                 cut.append(f"{ref.describe()} has more than {_BREADTH} entries")
@@ -220,15 +220,45 @@ def stored_names(fn: Callable) -> frozenset[str]:
             # the key)
             before = ops[k - 1] if i.argval in _MUTATORS and k else \
                 ops[k - 2] if i.opname in ("STORE_SUBSCR", "DELETE_SUBSCR") and k > 1 else None
-            if before is not None and before.opname.startswith("LOAD_") and \
-                    isinstance(before.argval, str):
-                stored.add(f"mutated {before.argval}")
+            # (not a local: no path ends in one, and a local copy, `ls = list(self.ls)`,
+            # changed is not the container)
+            if before is not None and not before.opname.startswith("LOAD_FAST") and \
+                    _loaded(ops, ops.index(before)):
+                stored.add(f"mutated {_loaded(ops, ops.index(before))}")
+            # a container it walks or looks in (`for g in LAYERS`, `"wd" in OPT`,
+            # `D["bufs"].values()`, `len(T)`): "iterated NAME"
+            walked = k - 1 if k and (i.opname in ("GET_ITER", "CONTAINS_OP") or (
+                i.opname.startswith("LOAD_") and i.argval in _WALKS)) else None
+            if i.opname.startswith("CALL") and any(
+                    j >= 0 and ops[j].argval in _WALKERS and ops[j].opname in _NAMES
+                    for j in (k - 2, k - 3)):  # len(T), list(self.layers)
+                walked = k - 1
+            if walked is not None and _loaded(ops, walked):
+                stored.add(f"iterated {_loaded(ops, walked)}")
     return frozenset(stored)
+
+
+def _loaded(ops: list, k: int) -> str | None:
+    """The name ops[k] loads a container by: an attribute or variable, or "[key]" for an
+    item with a constant key; None for anything else."""
+    i = ops[k]
+    if i.opname.startswith("LOAD_") and i.opname != "LOAD_CONST" and isinstance(i.argval, str):
+        return i.argval
+    if i.opname in ("BINARY_SUBSCR", "BINARY_OP") and k and ops[k - 1].opname == "LOAD_CONST" \
+            and isinstance(ops[k - 1].argval, str):
+        return f"[{ops[k - 1].argval}]"
+    return None
+
+
+_WALKS = frozenset({"items", "values", "keys", "index", "count"})
+_WALKERS = frozenset({"len", "list", "tuple", "set", "sorted", "enumerate", "zip", "sum",
+                      "min", "max", "any", "all", "dict", "reversed", "iter", "map"})
 
 
 _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update",
                        "setdefault", "popitem", "sort", "reverse", "__setitem__",
                        "__delitem__"})
+_NAMES = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF"})
 _NOISE = frozenset({"CACHE", "PRECALL", "PUSH_NULL", "RESUME", "NOP", "EXTENDED_ARG"})
 
 
@@ -240,10 +270,12 @@ def named(ref: HostRef, names: frozenset[str]) -> bool:
                or (how == "[]" and "[*]" in names) for how, key in ref.steps)
 
 
-def mutated(ref: HostRef, stored: frozenset[str]) -> bool:
-    """Is this path's container one the function changes itself (stored_names)?"""
-    last = ref.steps[-1][1] if ref.steps else ref.root[1]
-    return f"mutated {last}" in stored
+def walked(ref: HostRef, stored: frozenset[str]) -> bool:
+    """Is this path's container one the function walks or looks in, and does not change
+    itself (stored_names)? Its length or keys then decide what the trace records."""
+    how, last = ref.steps[-1] if ref.steps else (".", ref.root[1])
+    name = last if how == "." else f"[{last}]"
+    return f"iterated {name}" in stored and f"mutated {name}" not in stored
 
 
 def kept(ref: HostRef, stored: frozenset[str]) -> bool:
@@ -295,7 +327,7 @@ def children(value: Any, names: frozenset[str]) -> Iterator[tuple[tuple[str, Any
                 yield ("[]", k), v
         if type(value) is dict:  # a subclass may give attributes too (CFG.lr of an EasyDict)
             return
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, deque)):
         for i, v in enumerate(itertools.islice(value, _BREADTH)):
             yield ("[]", i), v
         return

@@ -75,12 +75,16 @@ static PyObject *referent(PyObject *ref) {
  * at key b; 1: cell a; 2: object a; 3: argument b of this call), then attributes and
  * items ((is an item, key), ...), finds `expected` itself. Any error is a miss (cleared),
  * as in backends.checks_hold. */
-/* pytree.container_shape(now) == expected: a list's length, a dict's keys in order (or
- * its length past 256 keys). */
+/* pytree.same_shape(now, expected): a dict's keys in order (or its length past 256 keys),
+ * the length of a list, tuple, set or deque. An error is another shape (cleared later). */
 static int shape_matches(PyObject *now, PyObject *expected) {
-    if (PyList_Check(now))
-        return PyLong_Check(expected) && PyList_GET_SIZE(now) == PyLong_AsSsize_t(expected);
-    if (!PyDict_Check(now)) return 0;
+    if (!PyDict_Check(now)) { /* a list, tuple, set or deque: its length */
+        int sized = PyList_Check(now) || PyTuple_Check(now) || PyAnySet_Check(now) ||
+                    strcmp(Py_TYPE(now)->tp_name, "collections.deque") == 0;
+        if (!sized || !PyLong_Check(expected)) return 0;
+        Py_ssize_t n = PyObject_Length(now);
+        return n >= 0 && n == PyLong_AsSsize_t(expected);
+    }
     if (PyLong_Check(expected))
         return PyDict_GET_SIZE(now) > 256 && PyDict_GET_SIZE(now) == PyLong_AsSsize_t(expected);
     if (!PyTuple_Check(expected) || PyDict_GET_SIZE(now) != PyTuple_GET_SIZE(expected))
