@@ -249,7 +249,7 @@ def test_a_container_the_function_changes_itself_is_no_guard(backend):
 
 # round 18: container checks
 STAGES = (1.0,)
-POOL = {"w": 2.0}
+POOL: dict = {"w": 2.0}
 
 
 class Layers:
@@ -290,14 +290,16 @@ def test_round_18_container_cases(backend):
     n = Layers()
     _run(backend, n.fwd, (), lambda: n.layers.append(5.0), R, 5 * R)
 
-    def fixed_key(x, out):  # only read by key: growing it traces nothing
+    def fixed_key(x, out):  # only read by key: growing it traces again (sound, slower)
         _scale_real[1, 8](x, POOL["w"], out)
     f = tg.compile(fixed_key, backend=backend)
     x, out = cuda.to_device(np.arange(3.0)), cuda.device_array(3)
     for i in range(5):
         POOL[f"tmp{i}"] = 0.0
         f(x, out)
-    assert len(f.compiled) == 1
+        np.testing.assert_array_equal(out.copy_to_host(), 2 * R)
+    f(x, out)
+    assert f.cache_info().hits[0] >= 1  # unchanged since the last call: replayed
 
     def walk_keys(x, out):
         _scale_real[1, 8](x, 0.0, out)
@@ -309,3 +311,28 @@ def test_round_18_container_cases(backend):
     TABLE[Keyed(2)] = 1.0  # comparing the keys raises: another shape, no error
     g(x, out)
     np.testing.assert_array_equal(out.copy_to_host(), R)
+
+
+# round 19
+P2 = [1.0, 2.0]
+IM = {0: 1.0, 1: 2.0}
+
+
+def test_round_19_walks_and_int_keys(backend):
+    def unpack(x, out):
+        a, b = P2
+        _scale_real[1, 8](x, a + b, out)
+    try:
+        _run(backend, unpack, (), lambda: P2.__setitem__(0, 5.0), 3 * R, 7 * R)
+    finally:
+        P2[0] = 1.0
+
+    def int_keys(x, out):
+        s = 0.0
+        for _, v in IM.items():
+            s += v
+        _scale_real[1, 8](x, s, out)
+    try:
+        _run(backend, int_keys, (), lambda: IM.__setitem__(0, 5.0), 3 * R, 7 * R)
+    finally:
+        IM[0] = 1.0

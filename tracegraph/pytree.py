@@ -148,21 +148,23 @@ def accessor(entries: Any) -> Any:
     return optree.PyTreeAccessor(tuple(entries))
 
 
-def container_shape(value: Any) -> Any:
+def container_shape(value: Any, values: bool = False) -> Any:
     """What a loop or a membership test over a container depends on: a dict's keys in
-    order (its length past 256 keys), the length of a list, tuple, set or deque; None for
-    anything else."""
+    order (its length past 256 keys), the length of a list, tuple, set or deque (`values`:
+    its items, as a tuple or for a set a frozenset); None for anything else."""
     if isinstance(value, dict):
         return tuple(value) if len(value) <= 256 else len(value)
+    if isinstance(value, (set, frozenset)) and values:
+        return frozenset(value)
     if isinstance(value, (list, tuple, set, frozenset, deque)):
-        return len(value)
+        return tuple(value) if values else len(value)
     return None
 
 
-def same_shape(value: Any, shape: Any) -> bool:
-    """container_shape(value) == shape, where a key's `==` that raises or gives an array
-    (a tensor key) counts as another shape."""
+def same_shape(value: Any, shape: Any, values: bool = False) -> bool:
+    """container_shape(value, values) == shape, where a key's `==` that raises or gives an
+    array (a tensor key) counts as another shape."""
     try:
-        return bool(container_shape(value) == shape)
+        return bool(container_shape(value, values) == shape)
     except Exception:
         return False

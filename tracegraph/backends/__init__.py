@@ -27,7 +27,7 @@ def checks_hold(checks: tuple, args: tuple) -> bool:
     """What a direct replay checks itself all holds: each path (trace.paths.fast_check:
     from a global, a closure cell, an object or argument k, through attributes and items)
     still finds the very object it found when armed. Any error is a miss."""
-    return all(same_shape(_walk(check, args), check[4]) if check[0] >= 10
+    return all(same_shape(_walk(check, args), check[4], check[0] >= 20) if check[0] >= 10
                else _walk(check, args) is check[4] for check in checks)
 
 
@@ -38,7 +38,7 @@ def refreshed(checks: tuple, args: tuple) -> tuple | None:
     now = tuple(_walk(check, args) for check in checks)
     if any(v is MISS for v in now):
         return None
-    return tuple((*check[:4], container_shape(v) if check[0] >= 10 else v)
+    return tuple((*check[:4], container_shape(v, check[0] >= 20) if check[0] >= 10 else v)
                  for check, v in zip(checks, now))
 
 

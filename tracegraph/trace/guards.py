@@ -21,6 +21,7 @@ from ..signature.call import static_key
 from .paths import (
     GONE,
     HostRef,
+    changed,
     code_names,
     fast_check,
     is_value,
@@ -78,13 +79,14 @@ class ShapeGuard:
     ref: HostRef
     shape: Any
     check: tuple | None = None  # as KernelGuard's (trace.paths.fast_check, shape=True)
+    values: bool = False  # the shape holds the items (a few numbers the code walks)
 
     @property
     def array(self) -> Any:
         return GONE
 
     def holds(self, fn: Callable, leaves: list) -> bool:
-        return same_shape(self.ref.resolve(fn, leaves), self.shape)
+        return same_shape(self.ref.resolve(fn, leaves), self.shape, self.values)
 
 
 @dataclass(frozen=True)
@@ -198,14 +200,25 @@ def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
             if named(ref, names) else []
     if not (ref.steps or ref.root[0] != "leaf") or not named(ref, names) or kept(ref, stored):
         return []
+    # a container the code names: its length or keys may decide what the trace launched
+    # (`for g in LAYERS`, `if "wd" in OPT`, `len(T)`, however it reads them), unless the
+    # function changes it itself (its length follows the traces); a list, tuple or set of
+    # a few numbers the code walks, by its values too (`for s in SCALES`)
     if container_shape(value) is not None and not is_value(value):
-        return [ShapeGuard(ref, container_shape(value), fast_check(fn, ref, value, shape=True))] \
-            if walked(ref, stored) else []
+        if changed(ref, stored):
+            return []
+        values = walked(ref, stored) and not isinstance(value, dict) and len(value) <= 16 \
+            and all(is_value(v) for v in value)
+        return [ShapeGuard(ref, container_shape(value, values),
+                           fast_check(fn, ref, value, shape=2 if values else 1), values)]
     # a value that may pick a captured array, a kernel or a held host array (`KS[IDX]`), or
     # that a kernel gets; no list item: a counter the function keeps (`TR[0] += 1`) would
-    # trace it on every call
-    if is_value(value) and all(how == "." or isinstance(key, str)
-                               for how, key in ref.steps[-1:]):
+    # trace it on every call; an entry only `.items()`/`.values()` name, of a dict the
+    # code walks
+    last = ref.steps[-1:]
+    walk = bool(last) and walked(HostRef(ref.root, ref.steps[:-1]), stored)
+    if is_value(value) and (not last or last[0][0] == "." or walk or (
+            isinstance(last[0][1], str) and f"[{last[0][1]}]" in names)):
         return [ValueGuard(ref, static_key(value), fast_check(fn, ref, value))]
     return []
 
@@ -228,7 +241,7 @@ def guarded_now(program: Any, fn: Callable, leaves: list) -> tuple:
     fresh view over the same memory is the same): the key of the graph for them."""
     return tuple(_value_key(g.ref.resolve(fn, leaves)) if isinstance(g, ValueGuard) else
                  ("kernel", id(g.ref.resolve(fn, leaves))) if isinstance(g, KernelGuard) else
-                 ("shape", container_shape(g.ref.resolve(fn, leaves)))
+                 ("shape", container_shape(g.ref.resolve(fn, leaves), g.values))
                  if isinstance(g, ShapeGuard) else
                  _memory(g.ref.resolve(fn, leaves)) for g in program.guards)
 

@@ -77,7 +77,7 @@ def is_value(value: Any) -> bool:
                                                            for v in value))
 
 
-def fast_check(fn: Callable, ref: HostRef, value: Any, shape: bool = False) -> tuple:
+def fast_check(fn: Callable, ref: HostRef, value: Any, shape: int = 0) -> tuple:
     """What a direct replay checks itself (backends.checks_hold, and the C entry): (kind,
     a, b, steps, value) — the path's start (0: globals dict a, name b; 1: closure cell a;
     2: object a, the bound method's instance or the callable object; 3: argument b), then
@@ -95,8 +95,9 @@ def fast_check(fn: Callable, ref: HostRef, value: Any, shape: bool = False) -> t
         head = (2, fn, None)
     else:
         head = (3, None, name)
-    if shape:  # kind + 10: compare the container's shape (pytree.container_shape)
-        head, value = (head[0] + 10, *head[1:]), container_shape(value)
+    if shape:  # kind + 10: compare the container's shape (pytree.container_shape); + 20:
+        # its items
+        head, value = (head[0] + 10 * shape, *head[1:]), container_shape(value, shape == 2)
     return (*head, tuple((how == "[]", key) for how, key in ref.steps), value)
 
 
@@ -218,16 +219,25 @@ def stored_names(fn: Callable) -> frozenset[str]:
             # a container it changes (`log.append(...)`, `self.cache[k] = v`): "mutated NAME"
             # for the name it was loaded by (the load just before the method, or before
             # the key)
+            # (before a key only when the key is one instruction: `D[k] = v`, not D[len(L)])
             before = ops[k - 1] if i.argval in _MUTATORS and k else \
-                ops[k - 2] if i.opname in ("STORE_SUBSCR", "DELETE_SUBSCR") and k > 1 else None
+                ops[k - 2] if i.opname in ("STORE_SUBSCR", "DELETE_SUBSCR") and k > 1 and \
+                ops[k - 1].opname.startswith("LOAD_") else None
             # (not a local: no path ends in one, and a local copy, `ls = list(self.ls)`,
             # changed is not the container)
-            if before is not None and not before.opname.startswith("LOAD_FAST") and \
-                    _loaded(ops, ops.index(before)):
-                stored.add(f"mutated {_loaded(ops, ops.index(before))}")
+            at = ops.index(before) if before is not None else -1
+            if at >= 0 and not ops[at].opname.startswith("LOAD_FAST") and _loaded(ops, at):
+                # with the name of what holds it, where it is loaded from something
+                # (`self.kv`, `STATS["layers"]`): "mutated self>kv", else "mutated LOG"
+                parent = at - 2 if ops[at].opname in ("BINARY_SUBSCR", "BINARY_OP") else \
+                    at - 1 if ops[at].opname in ("LOAD_ATTR", "LOAD_METHOD") else -1
+                holder = _loaded(ops, parent) if parent >= 0 else None
+                stored.add(f"mutated {holder}>{_loaded(ops, at)}" if holder else
+                           f"mutated {_loaded(ops, at)}")
             # a container it walks or looks in (`for g in LAYERS`, `"wd" in OPT`,
             # `D["bufs"].values()`, `len(T)`): "iterated NAME"
-            walked = k - 1 if k and (i.opname in ("GET_ITER", "CONTAINS_OP") or (
+            walked = k - 1 if k and (i.opname in ("GET_ITER", "CONTAINS_OP",
+                                                  "UNPACK_SEQUENCE") or (
                 i.opname.startswith("LOAD_") and i.argval in _WALKS)) else None
             if i.opname.startswith("CALL") and any(
                     j >= 0 and ops[j].argval in _WALKERS and ops[j].opname in _NAMES
@@ -256,8 +266,7 @@ _WALKERS = frozenset({"len", "list", "tuple", "set", "sorted", "enumerate", "zip
 
 
 _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update",
-                       "setdefault", "popitem", "sort", "reverse", "__setitem__",
-                       "__delitem__"})
+                       "setdefault", "popitem", "__setitem__", "__delitem__"})
 _NAMES = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF"})
 _NOISE = frozenset({"CACHE", "PRECALL", "PUSH_NULL", "RESUME", "NOP", "EXTENDED_ARG"})
 
@@ -266,16 +275,31 @@ def named(ref: HostRef, names: frozenset[str]) -> bool:
     """Could the code have read the array by this path? Every attribute on it is a name
     the code uses and every string key a string it holds (`model.head`, an alias the code
     never names, is not)."""
-    return all(isinstance(key, int) or f"[{key}]" in names or (how == "." and key in names)
+    return all(not isinstance(key, str) or f"[{key}]" in names or (how == "." and key in names)
                or (how == "[]" and "[*]" in names) for how, key in ref.steps)
 
 
 def walked(ref: HostRef, stored: frozenset[str]) -> bool:
-    """Is this path's container one the function walks or looks in, and does not change
-    itself (stored_names)? Its length or keys then decide what the trace records."""
+    """Does the function walk or look in this path's container (stored_names)?"""
+    return f"iterated {_last_name(ref)}" in stored
+
+
+def changed(ref: HostRef, stored: frozenset[str]) -> bool:
+    """Does the function change this path's container itself (stored_names: by its name
+    and the name of what holds it)? Its length then follows the traces, not the caller."""
+    if not ref.steps:
+        return f"mutated {ref.root[1]}" in stored
+    if len(ref.steps) == 1:
+        holder = ref.root[2] if ref.root[0] == "leaf" else ref.root[1]
+    else:
+        how, key = ref.steps[-2]
+        holder = key if how == "." else f"[{key}]"
+    return f"mutated {holder}>{_last_name(ref)}" in stored
+
+
+def _last_name(ref: HostRef) -> str:
     how, last = ref.steps[-1] if ref.steps else (".", ref.root[1])
-    name = last if how == "." else f"[{last}]"
-    return f"iterated {name}" in stored and f"mutated {name}" not in stored
+    return last if how == "." else f"[{last}]"
 
 
 def kept(ref: HostRef, stored: frozenset[str]) -> bool:
@@ -323,7 +347,7 @@ def children(value: Any, names: frozenset[str]) -> Iterator[tuple[tuple[str, Any
         for k in first:
             yield ("[]", k), value[k]
         for k, v in itertools.islice(value.items(), _BREADTH):
-            if isinstance(k, (str, int)) and k not in first:
+            if k not in first:
                 yield ("[]", k), v
         if type(value) is dict:  # a subclass may give attributes too (CFG.lr of an EasyDict)
             return

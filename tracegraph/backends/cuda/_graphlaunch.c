@@ -98,10 +98,25 @@ static int shape_matches(PyObject *now, PyObject *expected) {
     return 1;
 }
 
+/* pytree.same_shape(now, expected, values=True): a list, tuple or deque's items as a
+ * tuple, a set's as a frozenset, equal to `expected`. */
+static int items_match(PyObject *now, PyObject *expected) {
+    PyObject *items = NULL;
+    if (PyAnySet_Check(now))
+        items = PyFrozenSet_New(now);
+    else if (PyList_Check(now) || PyTuple_Check(now) ||
+             strcmp(Py_TYPE(now)->tp_name, "collections.deque") == 0)
+        items = PySequence_Tuple(now);
+    if (items == NULL) return 0;
+    int same = PyObject_RichCompareBool(items, expected, Py_EQ) == 1;
+    Py_DECREF(items);
+    return same;
+}
+
 static int check_holds(PyObject *check, PyObject *const *given, Py_ssize_t ngiven) {
     if (!PyTuple_Check(check) || PyTuple_GET_SIZE(check) != 5) return 0;
     long kind = PyLong_AsLong(PyTuple_GET_ITEM(check, 0));
-    int shape = kind >= 10; /* compare the container's shape, not the object */
+    int shape = (int)(kind / 10); /* 1: the container's shape; 2: its items */
     kind %= 10;
     PyObject *a = PyTuple_GET_ITEM(check, 1), *b = PyTuple_GET_ITEM(check, 2);
     PyObject *steps = PyTuple_GET_ITEM(check, 3), *now = NULL;
@@ -136,8 +151,9 @@ static int check_holds(PyObject *check, PyObject *const *given, Py_ssize_t ngive
         Py_DECREF(now);
         now = NULL;
     }
-    int holds = now != NULL && (shape ? shape_matches(now, PyTuple_GET_ITEM(check, 4))
-                                      : now == PyTuple_GET_ITEM(check, 4));
+    int holds = now != NULL && (shape == 2 ? items_match(now, PyTuple_GET_ITEM(check, 4))
+                                : shape ? shape_matches(now, PyTuple_GET_ITEM(check, 4))
+                                        : now == PyTuple_GET_ITEM(check, 4));
     Py_XDECREF(now);
     if (PyErr_Occurred()) PyErr_Clear();
     return holds;
