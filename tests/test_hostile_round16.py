@@ -336,3 +336,51 @@ def test_round_19_walks_and_int_keys(backend):
         _run(backend, int_keys, (), lambda: IM.__setitem__(0, 5.0), 3 * R, 7 * R)
     finally:
         IM[0] = 1.0
+
+
+# round 20: walks through zip, slices and keyword calls; items and tuples keyed by type
+# and sign
+ZA, ZB = [1.0, 2.0], [10.0, 20.0]
+SIGN = (0.0,)
+
+
+@cuda.jit
+def _copysign(x, s, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = abs(x[i]) if s >= 0 and 1.0 / s > 0 else -abs(x[i])
+
+
+def test_round_20_walks_and_signs(backend):
+    global SIGN
+
+    def via_zip(x, out):
+        s = 0.0
+        for a, b in zip(ZA, ZB):
+            s += a * b
+        _scale_real[1, 8](x, s, out)
+
+    def via_slice(x, out):
+        s = 0.0
+        for a in ZA[1:]:
+            s += a
+        _scale_real[1, 8](x, s, out)
+
+    def via_keyword(x, out):
+        _scale_real[1, 8](x, sorted(ZA, reverse=True)[0], out)
+    try:
+        _run(backend, via_zip, (), lambda: ZA.__setitem__(0, 5.0), 50 * R, 90 * R)
+        ZA[0] = 1.0
+        _run(backend, via_slice, (), lambda: ZA.__setitem__(1, 7.0), 2 * R, 7 * R)
+        ZA[1] = 2.0
+        _run(backend, via_keyword, (), lambda: ZA.__setitem__(0, 9.0), 2 * R, 9 * R)
+    finally:
+        ZA[:] = [1.0, 2.0]
+
+    def signed(x, out):
+        for s in SIGN:
+            _copysign[1, 8](x, s, out)
+    try:
+        _run(backend, signed, (), lambda: globals().__setitem__("SIGN", (-0.0,)), R, -R)
+    finally:
+        SIGN = (0.0,)

@@ -148,23 +148,25 @@ def accessor(entries: Any) -> Any:
     return optree.PyTreeAccessor(tuple(entries))
 
 
-def container_shape(value: Any, values: bool = False) -> Any:
+def container_shape(value: Any) -> Any:
     """What a loop or a membership test over a container depends on: a dict's keys in
-    order (its length past 256 keys), the length of a list, tuple, set or deque (`values`:
-    its items, as a tuple or for a set a frozenset); None for anything else."""
+    order (its length past 256 keys), the length of a list, tuple, set or deque; None for
+    anything else."""
     if isinstance(value, dict):
         return tuple(value) if len(value) <= 256 else len(value)
-    if isinstance(value, (set, frozenset)) and values:
-        return frozenset(value)
     if isinstance(value, (list, tuple, set, frozenset, deque)):
-        return tuple(value) if values else len(value)
+        return len(value)
     return None
 
 
-def same_shape(value: Any, shape: Any, values: bool = False) -> bool:
-    """container_shape(value, values) == shape, where a key's `==` that raises or gives an
-    array (a tensor key) counts as another shape."""
+def same_shape(value: Any, shape: Any) -> bool:
+    """The direct replay's check of a container_shape: the same length, or the very key
+    objects in order (the slow path compares keys by value); False where that raises."""
     try:
-        return bool(container_shape(value, values) == shape)
+        now = container_shape(value)
+        if isinstance(shape, tuple):
+            return isinstance(now, tuple) and len(now) == len(shape) and \
+                all(a is b for a, b in zip(now, shape))
+        return now == shape
     except Exception:
         return False

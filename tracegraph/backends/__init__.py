@@ -27,8 +27,17 @@ def checks_hold(checks: tuple, args: tuple) -> bool:
     """What a direct replay checks itself all holds: each path (trace.paths.fast_check:
     from a global, a closure cell, an object or argument k, through attributes and items)
     still finds the very object it found when armed. Any error is a miss."""
-    return all(same_shape(_walk(check, args), check[4], check[0] >= 20) if check[0] >= 10
-               else _walk(check, args) is check[4] for check in checks)
+    return all(_same_items(_walk(check, args), check[4]) if check[0] >= 20 else
+               same_shape(_walk(check, args), check[4]) if check[0] >= 10 else
+               _walk(check, args) is check[4] for check in checks)
+
+
+def _same_items(now: Any, items: tuple) -> bool:
+    """The container holds the very objects `items`, in order (as the C check)."""
+    try:
+        return len(now) == len(items) and all(a is b for a, b in zip(now, items))
+    except Exception:
+        return False
 
 
 def refreshed(checks: tuple, args: tuple) -> tuple | None:
@@ -38,7 +47,8 @@ def refreshed(checks: tuple, args: tuple) -> tuple | None:
     now = tuple(_walk(check, args) for check in checks)
     if any(v is MISS for v in now):
         return None
-    return tuple((*check[:4], container_shape(v, check[0] >= 20) if check[0] >= 10 else v)
+    return tuple((*check[:4], tuple(v) if check[0] >= 20 else
+                  container_shape(v) if check[0] >= 10 else v)
                  for check, v in zip(checks, now))
 
 

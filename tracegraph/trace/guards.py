@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SignatureError
-from ..pytree import container_shape, same_shape
+from ..pytree import container_shape
 from ..signature import arguments
 from ..signature.call import static_key
 from .paths import (
@@ -69,7 +69,7 @@ class ValueGuard:
         return GONE
 
     def holds(self, fn: Callable, leaves: list) -> bool:
-        return static_key(self.ref.resolve(fn, leaves)) == self.key
+        return value_key(self.ref.resolve(fn, leaves)) == self.key
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,32 @@ class ShapeGuard:
         return GONE
 
     def holds(self, fn: Callable, leaves: list) -> bool:
-        return same_shape(self.ref.resolve(fn, leaves), self.shape, self.values)
+        try:  # (keys whose `==` gives an array or raises: another shape)
+            return bool(shape_key(self.ref.resolve(fn, leaves), self.values) == self.shape)
+        except Exception:
+            return False
+
+
+def value_key(value: Any) -> Any:
+    """A Python value as a signature keys it; a tuple item by item (so (0.0,) and (-0.0,),
+    (3.0,) and (float32(3.0),) differ, as the scalars do)."""
+    if type(value) is tuple:
+        return ("tuple", tuple(static_key(v) for v in value))
+    return static_key(value)
+
+
+def shape_key(value: Any, values: bool) -> Any:
+    """What a ShapeGuard compares: a container's shape, its keys and items each keyed by
+    type and value as a signature keys a scalar (0.0 and -0.0, 3.0 and float32(3.0) and a
+    new NaN are told apart or not as there); None where that raises (a tensor key)."""
+    try:
+        if values:
+            keys = [static_key(v) for v in value]
+            return frozenset(keys) if isinstance(value, (set, frozenset)) else tuple(keys)
+        shape = container_shape(value)
+        return tuple(static_key(k) for k in shape) if isinstance(shape, tuple) else shape
+    except Exception:
+        return None
 
 
 @dataclass(frozen=True)
@@ -209,7 +234,7 @@ def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
             return []
         values = walked(ref, stored) and not isinstance(value, dict) and len(value) <= 16 \
             and all(is_value(v) for v in value)
-        return [ShapeGuard(ref, container_shape(value, values),
+        return [ShapeGuard(ref, shape_key(value, values),
                            fast_check(fn, ref, value, shape=2 if values else 1), values)]
     # a value that may pick a captured array, a kernel or a held host array (`KS[IDX]`), or
     # that a kernel gets; no list item: a counter the function keeps (`TR[0] += 1`) would
@@ -219,7 +244,7 @@ def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
     walk = bool(last) and walked(HostRef(ref.root, ref.steps[:-1]), stored)
     if is_value(value) and (not last or last[0][0] == "." or walk or (
             isinstance(last[0][1], str) and f"[{last[0][1]}]" in names)):
-        return [ValueGuard(ref, static_key(value), fast_check(fn, ref, value))]
+        return [ValueGuard(ref, value_key(value), fast_check(fn, ref, value))]
     return []
 
 
@@ -241,14 +266,14 @@ def guarded_now(program: Any, fn: Callable, leaves: list) -> tuple:
     fresh view over the same memory is the same): the key of the graph for them."""
     return tuple(_value_key(g.ref.resolve(fn, leaves)) if isinstance(g, ValueGuard) else
                  ("kernel", id(g.ref.resolve(fn, leaves))) if isinstance(g, KernelGuard) else
-                 ("shape", container_shape(g.ref.resolve(fn, leaves), g.values))
+                 ("shape", shape_key(g.ref.resolve(fn, leaves), g.values))
                  if isinstance(g, ShapeGuard) else
                  _memory(g.ref.resolve(fn, leaves)) for g in program.guards)
 
 
 def _value_key(value: Any) -> Any:
     """A selector's value as a key (it may find an object now: `OVERRIDE = array`)."""
-    return static_key(value) if is_value(value) else \
+    return value_key(value) if is_value(value) else \
         ("object", _memory(value) or id(value))
 
 

@@ -96,8 +96,9 @@ def fast_check(fn: Callable, ref: HostRef, value: Any, shape: int = 0) -> tuple:
     else:
         head = (3, None, name)
     if shape:  # kind + 10: compare the container's shape (pytree.container_shape); + 20:
-        # its items
-        head, value = (head[0] + 10 * shape, *head[1:]), container_shape(value, shape == 2)
+        # its items, each the very object (the slow path compares them by value)
+        head = (head[0] + 10 * shape, *head[1:])
+        value = tuple(value) if shape == 2 else container_shape(value)
     return (*head, tuple((how == "[]", key) for how, key in ref.steps), value)
 
 
@@ -236,15 +237,24 @@ def stored_names(fn: Callable) -> frozenset[str]:
                            f"mutated {_loaded(ops, at)}")
             # a container it walks or looks in (`for g in LAYERS`, `"wd" in OPT`,
             # `D["bufs"].values()`, `len(T)`): "iterated NAME"
-            walked = k - 1 if k and (i.opname in ("GET_ITER", "CONTAINS_OP",
-                                                  "UNPACK_SEQUENCE") or (
-                i.opname.startswith("LOAD_") and i.argval in _WALKS)) else None
-            if i.opname.startswith("CALL") and any(
-                    j >= 0 and ops[j].argval in _WALKERS and ops[j].opname in _NAMES
-                    for j in (k - 2, k - 3)):  # len(T), list(self.layers)
-                walked = k - 1
-            if walked is not None and _loaded(ops, walked):
-                stored.add(f"iterated {_loaded(ops, walked)}")
+            # (what feeds the walk: the load just before, or every load since a walker
+            # function or a slice, `zip(A, B)`, `sorted(A, reverse=True)`, `A[1:]`; more
+            # names than walked is only more checks)
+            feeds: range = range(0)
+            if k and (i.opname in ("GET_ITER", "CONTAINS_OP", "UNPACK_SEQUENCE", "UNPACK_EX")
+                      or (i.opname.startswith("LOAD_") and i.argval in _WALKS)):
+                feeds = range(k - 1, k)
+                if ops[k - 1].opname == "BINARY_SUBSCR" and k > 1 and \
+                        ops[k - 2].opname == "BUILD_SLICE":
+                    feeds = range(max(0, k - 7), k - 1)
+            if i.opname.startswith("CALL"):
+                walker = next((j for j in range(k - 1, max(-1, k - 9), -1)
+                               if ops[j].argval in _WALKERS and ops[j].opname in _NAMES), None)
+                if walker is not None:  # len(T), list(self.layers), zip(A, B)
+                    feeds = range(walker + 1, k)
+            for j in feeds:
+                if _loaded(ops, j):
+                    stored.add(f"iterated {_loaded(ops, j)}")
     return frozenset(stored)
 
 

@@ -75,8 +75,8 @@ static PyObject *referent(PyObject *ref) {
  * at key b; 1: cell a; 2: object a; 3: argument b of this call), then attributes and
  * items ((is an item, key), ...), finds `expected` itself. Any error is a miss (cleared),
  * as in backends.checks_hold. */
-/* pytree.same_shape(now, expected): a dict's keys in order (or its length past 256 keys),
- * the length of a list, tuple, set or deque. An error is another shape (cleared later). */
+/* pytree.same_shape(now, expected): a dict's very key objects in order (or its length past
+ * 256 keys), the length of a list, tuple, set or deque. An error is a miss (cleared later). */
 static int shape_matches(PyObject *now, PyObject *expected) {
     if (!PyDict_Check(now)) { /* a list, tuple, set or deque: its length */
         int sized = PyList_Check(now) || PyTuple_Check(now) || PyAnySet_Check(now) ||
@@ -92,23 +92,22 @@ static int shape_matches(PyObject *now, PyObject *expected) {
     Py_ssize_t pos = 0, i = 0;
     PyObject *key, *value;
     while (PyDict_Next(now, &pos, &key, &value)) {
-        PyObject *want = PyTuple_GET_ITEM(expected, i++);
-        if (key != want && PyObject_RichCompareBool(key, want, Py_EQ) != 1) return 0;
+        if (key != PyTuple_GET_ITEM(expected, i++)) return 0; /* the very key objects */
     }
     return 1;
 }
 
-/* pytree.same_shape(now, expected, values=True): a list, tuple or deque's items as a
- * tuple, a set's as a frozenset, equal to `expected`. */
+/* backends._same_items: a list, tuple, set or deque holding the very objects `expected`,
+ * in order (the slow path compares them by value). */
 static int items_match(PyObject *now, PyObject *expected) {
-    PyObject *items = NULL;
-    if (PyAnySet_Check(now))
-        items = PyFrozenSet_New(now);
-    else if (PyList_Check(now) || PyTuple_Check(now) ||
-             strcmp(Py_TYPE(now)->tp_name, "collections.deque") == 0)
-        items = PySequence_Tuple(now);
+    if (!PyTuple_Check(expected) || !(PyAnySet_Check(now) || PyList_Check(now) ||
+          PyTuple_Check(now) || strcmp(Py_TYPE(now)->tp_name, "collections.deque") == 0))
+        return 0;
+    PyObject *items = PySequence_Tuple(now);
     if (items == NULL) return 0;
-    int same = PyObject_RichCompareBool(items, expected, Py_EQ) == 1;
+    int same = PyTuple_GET_SIZE(items) == PyTuple_GET_SIZE(expected);
+    for (Py_ssize_t i = 0; same && i < PyTuple_GET_SIZE(items); i++)
+        same = PyTuple_GET_ITEM(items, i) == PyTuple_GET_ITEM(expected, i);
     Py_DECREF(items);
     return same;
 }
