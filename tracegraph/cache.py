@@ -41,8 +41,8 @@ class Compiled:
 
     @functools.cached_property
     def fast_checks(self) -> tuple:
-        """What a direct replay checks itself (the kernels' names found by a global or
-        closure variable of the function; trace.guards.KernelGuard.fast_check)."""
+        """What a direct replay checks itself: every guard's path as trace.paths.fast_check
+        makes it; () where a guard has none (a captured or held array: never armed)."""
         checks = tuple(getattr(g, "check", None) for g in self.program.guards)
         return checks if all(c is not None for c in checks) else ()
 

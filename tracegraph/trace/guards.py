@@ -1,11 +1,9 @@
-"""Where the traced function found the device arrays it captured (device arrays it passed
-to kernels that are not its arguments): a global, a closure variable, or an attribute or
-item of one of those or of an argument (`W`, `model.w`, `CFG["w"]`, `self.layers[2].w`).
-
-A graph holds a captured array by address. Eagerly, every call looks the name up again,
-so an array rebound between calls (`model.w = new`) is used at once; a replay checks each
-path still finds the array it found when traced (api.py traces again where not). An array
-found by no path is named in a warning at trace time: rebinding it is not seen.
+"""What a graph depends on in the Python state its function reads by name (trace/paths.py
+finds the paths: `W`, `model.w`, `CFG["w"]`, `self.layers[2].w`): captured device arrays
+and held host arrays, launched kernels, Python values, and the length, keys or items of
+containers. Eagerly every call looks the names up again; a replay checks each guard still
+holds (api.py traces again where not), a direct replay by identity in C
+(`fast_check`). A captured array found by no path is named in a warning at trace time.
 """
 from __future__ import annotations
 

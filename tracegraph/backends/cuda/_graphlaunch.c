@@ -161,8 +161,8 @@ static int check_holds(PyObject *check, PyObject *const *given, Py_ssize_t ngive
 /* The replay of a call with the very objects the executable is armed with
  * (executable.armed: their weak references; executable.fast: (graph exec, stream handle,
  * result, stream, checks) where result is -1 for None or the index of the argument
- * returned, stream the object the caller passed (None for the default) and checks what
- * the kernels' names must still find), checked and launched under the GIL; where a check
+ * returned, stream the object the caller passed (None for the default) and checks the
+ * paths the function reads by name (check_holds)), checked and launched under the GIL; where a check
  * ran Python (a property, so another thread may have re-pointed, re-armed or closed it),
  * launched only if `armed` and `fast` are still the very objects read first. A new reference,
  * NotImplemented when it does not apply, NULL with RuntimeError when the launch failed. A
