@@ -164,9 +164,16 @@ def same_shape(value: Any, shape: Any) -> bool:
     objects in order (the slow path compares keys by value); False where that raises."""
     try:
         now = container_shape(value)
-        if isinstance(shape, tuple):
-            return isinstance(now, tuple) and len(now) == len(shape) and \
-                all(a is b for a, b in zip(now, shape))
-        return now == shape
+        return same_items(now, shape) if isinstance(shape, tuple) else now == shape
+    except Exception:
+        return False
+
+
+def same_items(value: Any, items: tuple) -> bool:
+    """`value` (a sequence, set or tuple of keys) holds the very objects `items`, in order;
+    False where reading it raises."""
+    try:
+        now = tuple(value)
+        return len(now) == len(items) and all(a is b for a, b in zip(now, items))
     except Exception:
         return False

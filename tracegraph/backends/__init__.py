@@ -5,7 +5,7 @@ from typing import Any, Protocol
 
 from .. import _numba, config
 from ..errors import TracegraphError
-from ..pytree import container_shape, same_shape
+from ..pytree import container_shape, same_items, same_shape
 
 BACKENDS = ("auto", "cuda", "sim")
 MISS = object()  # an executable's replay_same: not that case, take the full path
@@ -27,17 +27,9 @@ def checks_hold(checks: tuple, args: tuple) -> bool:
     """What a direct replay checks itself all holds: each path (trace.paths.fast_check:
     from a global, a closure cell, an object or argument k, through attributes and items)
     still finds the very object it found when armed. Any error is a miss."""
-    return all(_same_items(_walk(check, args), check[4]) if check[0] >= 20 else
+    return all(same_items(_walk(check, args), check[4]) if check[0] >= 20 else
                same_shape(_walk(check, args), check[4]) if check[0] >= 10 else
                _walk(check, args) is check[4] for check in checks)
-
-
-def _same_items(now: Any, items: tuple) -> bool:
-    """The container holds the very objects `items`, in order (as the C check)."""
-    try:
-        return len(now) == len(items) and all(a is b for a, b in zip(now, items))
-    except Exception:
-        return False
 
 
 def refreshed(checks: tuple, args: tuple) -> tuple | None:

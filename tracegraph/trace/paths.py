@@ -221,20 +221,20 @@ def stored_names(fn: Callable) -> frozenset[str]:
             # for the name it was loaded by (the load just before the method, or before
             # the key)
             # (before a key only when the key is one instruction: `D[k] = v`, not D[len(L)])
-            before = ops[k - 1] if i.argval in _MUTATORS and k else \
-                ops[k - 2] if i.opname in ("STORE_SUBSCR", "DELETE_SUBSCR") and k > 1 and \
-                ops[k - 1].opname.startswith("LOAD_") else None
+            at = k - 1 if i.argval in _MUTATORS and k else \
+                k - 2 if i.opname in ("STORE_SUBSCR", "DELETE_SUBSCR") and k > 1 and \
+                ops[k - 1].opname.startswith("LOAD_") else -1
             # (not a local: no path ends in one, and a local copy, `ls = list(self.ls)`,
             # changed is not the container)
-            at = ops.index(before) if before is not None else -1
-            if at >= 0 and not ops[at].opname.startswith("LOAD_FAST") and _loaded(ops, at):
+            name = _loaded(ops, at) if at >= 0 and \
+                not ops[at].opname.startswith("LOAD_FAST") else None
+            if name:
                 # with the name of what holds it, where it is loaded from something
                 # (`self.kv`, `STATS["layers"]`): "mutated self>kv", else "mutated LOG"
                 parent = at - 2 if ops[at].opname in ("BINARY_SUBSCR", "BINARY_OP") else \
                     at - 1 if ops[at].opname in ("LOAD_ATTR", "LOAD_METHOD") else -1
                 holder = _loaded(ops, parent) if parent >= 0 else None
-                stored.add(f"mutated {holder}>{_loaded(ops, at)}" if holder else
-                           f"mutated {_loaded(ops, at)}")
+                stored.add(f"mutated {holder}>{name}" if holder else f"mutated {name}")
             # a container it walks or looks in (`for g in LAYERS`, `"wd" in OPT`,
             # `D["bufs"].values()`, `len(T)`): "iterated NAME"
             # (what feeds the walk: the load just before, or every load since a walker
