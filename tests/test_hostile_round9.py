@@ -135,16 +135,43 @@ def _make_weights():
     return _STORE[0]
 
 
+def _weights_maker(store):
+    def make():
+        return store[0]
+    return make
+
+
 def test_an_array_found_through_no_name_is_named_in_a_warning(backend):
+    # held by the closure of a function the traced one calls: no name reaches it
+    make = _weights_maker([cuda.to_device(np.full(N, 4.0))])
+
+    def body(x):
+        out = cuda.device_array_like(x)
+        mul[1, N](x, make(), out)
+        return out
+
+    with pytest.warns(UserWarning, match="neither its arguments nor found"):
+        out = tg.compile(body, backend=backend)(cuda.to_device(np.ones(N)))
+    np.testing.assert_array_equal(_host(out), np.full(N, 4.0))
+
+
+def test_an_array_a_called_function_finds_by_its_names_is_followed(backend):
     def body(x):
         out = cuda.device_array_like(x)
         mul[1, N](x, _make_weights(), out)
         return out
 
-    _make_weights()  # made outside the trace, found inside through a call
-    with pytest.warns(UserWarning, match="neither its arguments nor found"):
-        out = tg.compile(body, backend=backend)(cuda.to_device(np.ones(N)))
-    np.testing.assert_array_equal(_host(out), np.full(N, 4.0))
+    _make_weights()  # made outside the trace, found inside through a call's own global
+    f, x = tg.compile(body, backend=backend), cuda.to_device(np.ones(N))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(_host(f(x)), np.full(N, 4.0))
+    saved = _STORE[0]
+    _STORE[0] = cuda.to_device(np.full(N, 5.0))
+    try:
+        np.testing.assert_array_equal(_host(f(x)), np.full(N, 5.0))
+    finally:
+        _STORE[0] = saved
 
 
 def test_a_dynamic_scalar_compared_with_eq_is_a_trace_error(backend):

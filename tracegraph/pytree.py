@@ -150,13 +150,21 @@ def accessor(entries: Any) -> Any:
 
 def container_shape(value: Any) -> Any:
     """What a loop or a membership test over a container depends on: a dict's keys in
-    order (its length past 256 keys), the length of a list, tuple, set or deque; None for
-    anything else."""
+    order (its length past 256 keys; a view of its keys or items too), the length of a
+    list, tuple, set, deque or view of a dict's values; None for anything else."""
     if isinstance(value, dict):
         return tuple(value) if len(value) <= 256 else len(value)
-    if isinstance(value, (list, tuple, set, frozenset, deque)):
+    if isinstance(value, (list, tuple, set, frozenset, deque, _VALUES)):
         return len(value)
+    if isinstance(value, _KEYS):  # a view kept of a dict's keys or items (`KEYS = D.keys()`)
+        keys = tuple(k for k, _ in value) if isinstance(value, _ITEMS) else tuple(value)
+        return keys if len(keys) <= 256 else len(keys)
     return None
+
+
+_ITEMS: Any = type({}.items())
+_KEYS: Any = (type({}.keys()), _ITEMS)
+_VALUES: Any = type({}.values())
 
 
 def same_shape(value: Any, shape: Any) -> bool:

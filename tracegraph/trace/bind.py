@@ -34,6 +34,7 @@ from ..location import user_location
 from ..signature import arguments
 from ..traced import Array, DynamicScalar
 from .bodies import as_programs, body_buffers, shadow_inputs
+from .callees import Callees
 from .guards import find_guards
 from .tracer import Tracer, _bytes_view
 
@@ -60,7 +61,8 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     try:
         args, kwargs = pytree.unflatten(tree, stand_ins[:pytree.leaf_count(tree)])
         tracer.length = stand_ins[-1] if len(stand_ins) > pytree.leaf_count(tree) else None
-        result = fn(*args, **kwargs)
+        with Callees() as callees:
+            result = fn(*args, **kwargs)
     finally:
         _numba.set_tracer(previous)
     tracer.check_bindings(_def_location(fn))
@@ -78,7 +80,7 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     held = [b.external for b in tracer.buffers if b.kind == HOST_CONSTANT
             and isinstance(b.external, np.ndarray)]
     guards = find_guards(fn, leaves, paths, list(tracer.host_captured.values()), name,
-                         _def_location(fn), held, _kernels(tracer.ops))
+                         _def_location(fn), held, _kernels(tracer.ops), callees.user_code())
     return Program(name, ops, tuple(tracer.buffers), tuple(inputs), tree, tuple(outputs),
                    out_tree, op_graph(ops), device_mode,
                    aliased_inputs(tracer.buffers, inputs, infos),

@@ -16,17 +16,18 @@ from ..errors import SignatureError
 from ..pytree import container_shape
 from ..signature import arguments
 from ..signature.call import static_key
+from .bytecode import code_names, codes_of, stored_names
+from .callees import Scope
 from .paths import (
     GONE,
     HostRef,
     changed,
-    code_names,
     fast_check,
+    function_of,
     is_value,
     kept,
     named,
     search,
-    stored_names,
     walked,
 )
 
@@ -153,23 +154,30 @@ def stale_error(stale: Any, qualname: str) -> SignatureError:
 
 
 def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any],
-                name: str, where: str, held: list[Any], kernels: list[Any]) -> tuple[Any, ...]:
+                name: str, where: str, held: list[Any], kernels: list[Any],
+                callees: list[tuple[Any, dict]] = ()) -> tuple[Any, ...]:  # type: ignore[assignment]
     """A guard for every path that finds a captured array, or an array holding it (a view
     the function took: `W[2:]`): all of them, since the code may read any one (aliases,
     tied weights). Warn about arrays no path finds. `held`: the host arrays it copied to
     the device (cuda.to_device(TABLE)), guarded where a path finds them (an array the
     function made is found by none, and is what eager makes again). `kernels`: the
-    kernels it launched, guarded where a path the code names finds them (one a called
-    function launches through its own globals is found by none: docs/sharp-edges.md)."""
+    kernels it launched, guarded where a path the code names finds them. `callees`: the
+    code of the user's functions it ran and their globals (trace/callees.py), whose names
+    count as the function's own (their modules' globals are roots too)."""
     targets = {id(a): a for a in captured}
     held_ids = {id(h) for h in held}
     kernel_ids = {id(k) for k in kernels}
-    names, stored = code_names(fn), stored_names(fn)
+    names, stored, scopes = _names(fn, callees)
     cut: list[str] = []
     guards: list[Any] = []
     holders: list[Guard] = []  # paths to other device arrays: views' bases
     host_holders: list[Guard] = []  # paths to host arrays: a held slice's base (T[:4])
-    for ref, value in search(fn, leaves, paths, names, kernel_ids, cut):
+    found = list(search(fn, leaves, paths, names, kernel_ids, cut, scopes))
+    keys = _held_keys(found, names)
+    if keys:  # strings the code names that key a dict it reaches (`HP[KEY]`): look again
+        names, cut = names | keys, []
+        found = list(search(fn, leaves, paths, names, kernel_ids, cut, scopes))
+    for ref, value in found:
         info = None if is_value(value) or id(value) in kernel_ids or \
             container_shape(value) is not None else arguments.describe(value)
         if info is None:
@@ -195,6 +203,41 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
         guards += [g for g in mine if id(g.array) != k]
     _warn(name, where, cut, missing)
     return tuple(guards)
+
+
+def _held_keys(found: list[tuple[HostRef, Any]], names: frozenset[str]) -> frozenset[str]:
+    """Strings the code names (`KEY = "lr"`) that are keys of a dict it reaches, as keys
+    the code holds ("[lr]"): it may look them up (`HP[KEY]`)."""
+    strings = {v for r, v in found if isinstance(v, str) and f"[{v}]" not in names
+               and named(r, names)}
+    dicts = [v for _, v in found if isinstance(v, dict)] if strings else []
+    return frozenset(f"[{k}]" for k in strings if any(_has(d, k) for d in dicts))
+
+
+def _has(d: dict, key: str) -> bool:
+    try:
+        return key in d
+    except Exception:  # a dict subclass whose lookup raises
+        return False
+
+
+def _names(fn: Callable, callees: list[tuple[Any, dict]]
+           ) -> tuple[frozenset[str], frozenset[str], tuple[Scope, ...]]:
+    """The names the function and the functions it ran use, what they change, and the
+    other modules whose globals those read."""
+    own = getattr(function_of(fn), "__globals__", None)
+    by_module: dict[int, tuple[dict, list]] = {}
+    for code, scope in callees:
+        by_module.setdefault(id(scope), (scope, []))[1].append(code)
+    codes = codes_of(fn) + [c for scope, cs in by_module.values() if scope is own for c in cs]
+    names, stored = set(code_names(codes)), set(stored_names(codes))
+    scopes = []
+    for scope, cs in by_module.values():
+        if scope is not own:
+            scopes.append(Scope(scope, code_names(cs)))
+            names |= scopes[-1].names
+            stored |= stored_names(cs, scopes[-1].name)
+    return frozenset(names), frozenset(stored), tuple(scopes)
 
 
 def _warn(name: str, where: str, cut: list[str], missing: list[Any]) -> None:
@@ -240,7 +283,8 @@ def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
     # code walks
     last = ref.steps[-1:]
     walk = bool(last) and walked(HostRef(ref.root, ref.steps[:-1]), stored)
-    if is_value(value) and (not last or last[0][0] == "." or walk or (
+    partial = any(how == "()" for how, _ in ref.steps)  # what a functools.partial passes
+    if is_value(value) and (not last or last[0][0] == "." or walk or partial or (
             isinstance(last[0][1], str) and f"[{last[0][1]}]" in names)):
         return [ValueGuard(ref, value_key(value), fast_check(fn, ref, value))]
     return []

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..pytree import container_shape
 from ..signature import arguments
+from .callees import Scope
 
 _DEPTH = 3       # steps from a root: self.layers[2].w
 _BREADTH = 256   # entries looked at per container or object
@@ -29,8 +30,9 @@ _LOOKS = 20_000  # values looked at per trace (each described: about 1 us)
 
 @dataclass(frozen=True)
 class HostRef:
-    """A path from a root (("global", name), ("closure", name) or ("leaf", k, its name))
-    through attributes (".", name) and items ("[]", key)."""
+    """A path from a root (("global", name), ("global", name, Scope) for another module's
+    global a called function reads, ("closure", name) or ("leaf", k, its name)) through
+    attributes (".", name) and items ("[]", key)."""
     root: tuple
     steps: tuple[tuple[str, Any], ...]
 
@@ -39,7 +41,8 @@ class HostRef:
         code_fn = function_of(fn)
         try:
             if kind == "global":
-                value = code_fn.__globals__[key]
+                value = (self.root[2].globals if len(self.root) > 2 else
+                         code_fn.__globals__)[key]
             elif kind == "closure":
                 cell = code_fn.__closure__[code_fn.__code__.co_freevars.index(key)]
                 value = cell.cell_contents
@@ -50,15 +53,16 @@ class HostRef:
             else:
                 value = leaves[key]
             for how, name in self.steps:
-                value = getattr(value, name) if how == "." else value[name]
+                value = value[name] if how == "[]" else getattr(value, name)
         except Exception:  # the path leads nowhere now: not the array it found
             return GONE
         return value
 
     def describe(self) -> str:
-        out = self.root[2] if self.root[0] == "leaf" else self.root[1]
+        out = self.root[2] if self.root[0] == "leaf" else \
+            f"{self.root[2].name}.{self.root[1]}" if len(self.root) > 2 else self.root[1]
         for how, name in self.steps:
-            out += f".{name}" if how == "." else f"[{name!r}]"
+            out += f"[{name!r}]" if how == "[]" else f".{name}"
         return out
 
 
@@ -86,7 +90,8 @@ def fast_check(fn: Callable, ref: HostRef, value: Any, shape: int = 0) -> tuple:
     kind, name = ref.root[0], ref.root[1]
     code_fn = function_of(fn)
     if kind == "global":
-        head: tuple = (0, code_fn.__globals__, name)
+        head: tuple = (0, ref.root[2].globals if len(ref.root) > 2 else code_fn.__globals__,
+                       name)
     elif kind == "closure":
         head = (1, code_fn.__closure__[code_fn.__code__.co_freevars.index(name)], None)
     elif kind == "self":
@@ -104,13 +109,15 @@ def fast_check(fn: Callable, ref: HostRef, value: Any, shape: int = 0) -> tuple:
 
 def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
            also: set[int] = frozenset(),  # type: ignore[assignment]
-           cut: list[str] | None = None) -> Iterator[tuple[HostRef, Any]]:
+           cut: list[str] | None = None,
+           scopes: tuple[Scope, ...] = ()) -> Iterator[tuple[HostRef, Any]]:
     """Breadth first from the roots, every path to a device array (up to _DEPTH steps,
     _VISITS objects looked into, _LOOKS values looked at, _BREADTH entries of each; where
-    a bound stopped it, what it left is said in `cut`); an object that raises is skipped."""
+    a bound stopped it, what it left is said in `cut`); an object that raises is skipped.
+    `scopes`: other modules' globals that called functions read."""
     seen: dict[int, int] = {}  # object -> paths looked into it by (aliases: a few)
     queue: deque[tuple[Any, HostRef]] = deque((v, r) for r, v in roots(fn, leaves, paths,
-                                                                         names))
+                                                                         names, scopes))
     looked = 0
     cut = [] if cut is None else cut
     while queue and looked < _LOOKS:
@@ -156,11 +163,14 @@ def function_of(fn: Any) -> Any:
     return call if isinstance(call, types.FunctionType) else fn
 
 
-def roots(fn: Callable, leaves: list, paths: list[str],
-          names: frozenset[str]) -> Iterator[tuple[HostRef, Any]]:
+def roots(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
+          scopes: tuple[Scope, ...] = ()) -> Iterator[tuple[HostRef, Any]]:
     for k, value in enumerate(leaves[:len(paths)]):
         if arguments.describe(value) is None:
             yield HostRef(("leaf", k, paths[k]), ()), value
+    for scope in scopes:  # another module's globals a called function reads
+        for name in sorted(scope.names & scope.globals.keys()):
+            yield HostRef(("global", name, scope), ()), scope.globals[name]
     code_fn = function_of(fn)
     code = getattr(code_fn, "__code__", None)
     if code is None:
@@ -170,10 +180,10 @@ def roots(fn: Callable, leaves: list, paths: list[str],
     elif getattr(code_fn, "__self__", None) is not None and not isinstance(
             code_fn.__self__, types.ModuleType):
         yield HostRef(("self", "self"), ()), code_fn.__self__
-    scope = getattr(code_fn, "__globals__", {})
+    own = getattr(code_fn, "__globals__", {})
     for name in sorted(names):
-        if name in scope:
-            yield HostRef(("global", name), ()), scope[name]
+        if name in own:
+            yield HostRef(("global", name), ()), own[name]
     for name, cell in zip(code.co_freevars, getattr(code_fn, "__closure__", None) or ()):
         try:
             yield HostRef(("closure", name), ()), cell.cell_contents
@@ -181,117 +191,27 @@ def roots(fn: Callable, leaves: list, paths: list[str],
             continue
 
 
-def code_names(fn: Callable) -> frozenset[str]:
-    """Every name fn's code (and the code nested in it) loads, globals and attributes, and
-    the strings it holds (dict keys: `CFG["w"]`)."""
-    names: set[str] = set()
-    for code in _codes(fn):
-        names.update(code.co_names)
-        # a string the code holds may be a key it looks up (`CFG["w"]`): kept as "[w]", so
-        # a method name (`opt.step()`) does not name the key STATE["step"]
-        names.update(f"[{c}]" for c in code.co_consts if isinstance(c, str))
-        if {"items", "values"} & set(code.co_names):  # it may read every entry of a dict
-            names.add("[*]")
-    return frozenset(names)
-
-
-def _codes(fn: Callable) -> Iterator[types.CodeType]:
-    """fn's code and the code nested in it (comprehensions, inner functions)."""
-    stack = [getattr(function_of(fn), "__code__", None)]
-    while stack:
-        code = stack.pop()
-        if code is not None:
-            yield code
-            stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-
-
-def stored_names(fn: Callable) -> frozenset[str]:
-    """The attributes and globals fn's code (and the code nested in it) assigns or deletes
-    (`self.calls += 1`, `global STEP; STEP += 1`; globals as "global NAME")."""
-    import dis
-    stored: set[str] = set()
-    for code in _codes(fn):
-        ops = [i for i in dis.get_instructions(code) if i.opname not in _NOISE]
-        for k, i in enumerate(ops):
-            if i.opname in ("STORE_ATTR", "DELETE_ATTR"):
-                stored.add(i.argval)
-            elif i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
-                stored.add(f"global {i.argval}")
-            # a container it changes (`log.append(...)`, `self.cache[k] = v`): "mutated NAME"
-            # for the name it was loaded by (the load just before the method, or before
-            # the key)
-            # (before a key only when the key is one instruction: `D[k] = v`, not D[len(L)])
-            at = k - 1 if i.argval in _MUTATORS and k else \
-                k - 2 if i.opname in ("STORE_SUBSCR", "DELETE_SUBSCR") and k > 1 and \
-                ops[k - 1].opname.startswith("LOAD_") else -1
-            # (not a local: no path ends in one, and a local copy, `ls = list(self.ls)`,
-            # changed is not the container)
-            name = _loaded(ops, at) if at >= 0 and \
-                not ops[at].opname.startswith("LOAD_FAST") else None
-            if name:
-                # with the name of what holds it, where it is loaded from something
-                # (`self.kv`, `STATS["layers"]`): "mutated self>kv", else "mutated LOG"
-                parent = at - 2 if ops[at].opname in ("BINARY_SUBSCR", "BINARY_OP") else \
-                    at - 1 if ops[at].opname in ("LOAD_ATTR", "LOAD_METHOD") else -1
-                holder = _loaded(ops, parent) if parent >= 0 else None
-                stored.add(f"mutated {holder}>{name}" if holder else f"mutated {name}")
-            # a container it walks or looks in (`for g in LAYERS`, `"wd" in OPT`,
-            # `D["bufs"].values()`, `len(T)`): "iterated NAME"
-            # (what feeds the walk: the load just before, or every load since a walker
-            # function or a slice, `zip(A, B)`, `sorted(A, reverse=True)`, `A[1:]`; more
-            # names than walked is only more checks)
-            feeds: range = range(0)
-            if k and (i.opname in ("GET_ITER", "CONTAINS_OP", "UNPACK_SEQUENCE", "UNPACK_EX")
-                      or (i.opname.startswith("LOAD_") and i.argval in _WALKS)):
-                feeds = range(k - 1, k)
-                if ops[k - 1].opname == "BINARY_SUBSCR" and k > 1 and \
-                        ops[k - 2].opname == "BUILD_SLICE":
-                    feeds = range(max(0, k - 7), k - 1)
-            if i.opname.startswith("CALL"):
-                walker = next((j for j in range(k - 1, max(-1, k - 9), -1)
-                               if ops[j].argval in _WALKERS and ops[j].opname in _NAMES), None)
-                if walker is not None:  # len(T), list(self.layers), zip(A, B)
-                    feeds = range(walker + 1, k)
-            for j in feeds:
-                if _loaded(ops, j):
-                    stored.add(f"iterated {_loaded(ops, j)}")
-    return frozenset(stored)
-
-
-def _loaded(ops: list, k: int) -> str | None:
-    """The name ops[k] loads a container by: an attribute or variable, or "[key]" for an
-    item with a constant key; None for anything else."""
-    i = ops[k]
-    if i.opname.startswith("LOAD_") and i.opname != "LOAD_CONST" and isinstance(i.argval, str):
-        return i.argval
-    if i.opname in ("BINARY_SUBSCR", "BINARY_OP") and k and ops[k - 1].opname == "LOAD_CONST" \
-            and isinstance(ops[k - 1].argval, str):
-        return f"[{ops[k - 1].argval}]"
-    return None
-
-
-_WALKS = frozenset({"items", "values", "keys", "index", "count"})
-_WALKERS = frozenset({"len", "list", "tuple", "set", "sorted", "enumerate", "zip", "sum",
-                      "min", "max", "any", "all", "dict", "reversed", "iter", "map"})
-
-
-_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update",
-                       "setdefault", "popitem", "__setitem__", "__delitem__"})
-_NAMES = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF"})
-_NOISE = frozenset({"CACHE", "PRECALL", "PUSH_NULL", "RESUME", "NOP", "EXTENDED_ARG"})
-
-
 def named(ref: HostRef, names: frozenset[str]) -> bool:
     """Could the code have read the array by this path? Every attribute on it is a name
     the code uses and every string key a string it holds (`model.head`, an alias the code
     never names, is not)."""
-    return all(not isinstance(key, str) or f"[{key}]" in names or (how == "." and key in names)
-               or (how == "[]" and "[*]" in names) for how, key in ref.steps)
+    for how, key in ref.steps:
+        if how == "()":  # into a functools.partial: calling it uses all it holds
+            return True
+        if isinstance(key, str) and f"[{key}]" not in names and not (
+                how == "." and key in names) and not (how == "[]" and "[*]" in names):
+            return False
+    return True
 
 
 def walked(ref: HostRef, stored: frozenset[str]) -> bool:
-    """Does the function walk or look in this path's container (stored_names)?"""
-    return f"iterated {_last_name(ref)}" in stored
+    """Does the function walk or look in this path's container (stored_names)? An item of
+    a sequence it walks, too: it may walk that through a local name (`for row in LL: for
+    s in row`)."""
+    if f"iterated {_last_name(ref)}" in stored:
+        return True
+    return bool(ref.steps) and ref.steps[-1][0] == "[]" and \
+        isinstance(ref.steps[-1][1], int) and walked(HostRef(ref.root, ref.steps[:-1]), stored)
 
 
 def changed(ref: HostRef, stored: frozenset[str]) -> bool:
@@ -317,7 +237,8 @@ def kept(ref: HostRef, stored: frozenset[str]) -> bool:
     value that picks what it launches? A global it assigns, or an attribute it assigns on
     the object it works on (`self.calls += 1`, an argument's)."""
     if not ref.steps:
-        return f"global {ref.root[1]}" in stored
+        module = f"{ref.root[2].name}:" if len(ref.root) > 2 else ""
+        return f"global {module}{ref.root[1]}" in stored
     how, key = ref.steps[0]
     return ref.root[0] in ("self", "object", "leaf") and len(ref.steps) == 1 and how == "." \
         and key in stored
@@ -350,6 +271,11 @@ def children(value: Any, names: frozenset[str]) -> Iterator[tuple[tuple[str, Any
                     continue
                 if not isinstance(child, _FUNCTIONS):
                     yield (".", name), child
+        return
+    if isinstance(value, functools.partial):  # what calling it runs and passes: "()"
+        yield ("()", "func"), value.func
+        yield ("()", "args"), value.args
+        yield ("()", "keywords"), value.keywords
         return
     if isinstance(value, dict):
         # the keys the code holds first (`CFG["act"]` in a large config), then the others

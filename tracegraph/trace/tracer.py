@@ -35,6 +35,7 @@ from ..ir import (
 from ..location import user_location
 from ..signature import arguments
 from ..traced import Array, DynamicScalar, tracer_of, view_of
+from .callees import untraced
 from .functions import MAX_BYTES, _dtype, _parameter_accesses, _shape, declared_access
 
 # ---------------------------------------------------------------------------
@@ -94,6 +95,7 @@ class Tracer:
         return view_of(a)
 
     # -- launches -----------------------------------------------------------
+    @untraced
     def record_launch(self, kernel: Any, griddim: Any, blockdim: Any, sharedmem: int,
                       args: tuple, *, stream: bool = False) -> None:
         where = user_location(3)
@@ -257,6 +259,7 @@ class Tracer:
         self.ops.append(Op(OpKind.CONDITIONAL, name, tuple(accesses), where, data))
 
     # -- Numba's host API called while tracing (_numba/hooks.py) --------------
+    @untraced
     def device_array(self, shape: Any, dtype: Any, order: str = "C") -> Array:
         """cuda.device_array inside a traced function: a graph-owned array."""
         shape = _shape(shape)
@@ -264,6 +267,7 @@ class Tracer:
             return self.new_array(shape[::-1], _dtype(dtype), zero=False).T
         return self.new_array(shape, _dtype(dtype), zero=False)
 
+    @untraced
     def host_to_device(self, host: Any, dst: View | None, where: str) -> Array | None:
         """cuda.to_device(host) (dst None: into a new graph-owned array) or a copy of host
         data into `dst`, as eager Numba does it on every call: the graph copies the held
@@ -290,6 +294,7 @@ class Tracer:
                   "copy in a host array", CopyRole.CONSTANT, where)
         return Array(self, dst)
 
+    @untraced
     def device_copy(self, dst: View, src: View, where: str) -> None:
         """One device array copied into another (copy_to_device of a device array)."""
         if dst.shape != src.shape or dst.dtype != src.dtype or not (
@@ -302,6 +307,7 @@ class Tracer:
         self.copy(_bytes_view(dst.buffer, a, b - a), _bytes_view(src.buffer, c, b - a),
                   "device copy", CopyRole.USER, where)
 
+    @untraced
     def view_or_external(self, obj: Any) -> View | None:
         """The view a traced array or a captured device array stands for, or None."""
         if isinstance(obj, Array):

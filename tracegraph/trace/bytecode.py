@@ -1,0 +1,116 @@
+"""What a traced function's code names and changes, read from its bytecode: the names it
+loads and the keys it holds (which paths trace/paths.py may follow), and the attributes,
+globals and containers it assigns, changes or walks (which guards trace/guards.py keeps)."""
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Iterable, Iterator
+
+from .paths import function_of
+
+
+def code_names(codes: Iterable[types.CodeType]) -> frozenset[str]:
+    """Every name the code (and the code nested in it) loads, globals and attributes, and
+    the strings it holds (dict keys: `CFG["w"]`)."""
+    names: set[str] = set()
+    for code in nested(codes):
+        names.update(code.co_names)
+        # a string the code holds may be a key it looks up (`CFG["w"]`): kept as "[w]", so
+        # a method name (`opt.step()`) does not name the key STATE["step"]
+        names.update(f"[{c}]" for c in code.co_consts if isinstance(c, str))
+        if {"items", "values"} & set(code.co_names):  # it may read every entry of a dict
+            names.add("[*]")
+    return frozenset(names)
+
+
+def codes_of(fn: Callable) -> list[types.CodeType]:
+    """The code a compiled callable runs (none for a builtin)."""
+    code = getattr(function_of(fn), "__code__", None)
+    return [code] if code is not None else []
+
+
+def nested(codes: Iterable[types.CodeType]) -> Iterator[types.CodeType]:
+    """The code and the code nested in it (comprehensions, inner functions)."""
+    stack = list(codes)
+    while stack:
+        code = stack.pop()
+        if code is not None:
+            yield code
+            stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+
+
+def stored_names(codes: Iterable[types.CodeType], module: str = "") -> frozenset[str]:
+    """The attributes and globals the code (and the code nested in it) assigns or deletes
+    (`self.calls += 1`, `global STEP; STEP += 1`; globals as "global NAME", or
+    "global MODULE:NAME" for code of another module than the traced function's)."""
+    import dis
+    stored: set[str] = set()
+    for code in nested(codes):
+        ops = [i for i in dis.get_instructions(code) if i.opname not in _NOISE]
+        for k, i in enumerate(ops):
+            if i.opname in ("STORE_ATTR", "DELETE_ATTR"):
+                stored.add(i.argval)
+            elif i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
+                stored.add(f"global {module}:{i.argval}" if module else f"global {i.argval}")
+            # a container it changes (`log.append(...)`, `self.cache[k] = v`): "mutated NAME"
+            # for the name it was loaded by (the load just before the method, or before
+            # the key)
+            # (before a key only when the key is one instruction: `D[k] = v`, not D[len(L)])
+            at = k - 1 if i.argval in _MUTATORS and k else \
+                k - 2 if i.opname in ("STORE_SUBSCR", "DELETE_SUBSCR") and k > 1 and \
+                ops[k - 1].opname.startswith("LOAD_") else -1
+            # (not a local: no path ends in one, and a local copy, `ls = list(self.ls)`,
+            # changed is not the container)
+            name = _loaded(ops, at) if at >= 0 and \
+                not ops[at].opname.startswith("LOAD_FAST") else None
+            if name:
+                # with the name of what holds it, where it is loaded from something
+                # (`self.kv`, `STATS["layers"]`): "mutated self>kv", else "mutated LOG"
+                parent = at - 2 if ops[at].opname in ("BINARY_SUBSCR", "BINARY_OP") else \
+                    at - 1 if ops[at].opname in ("LOAD_ATTR", "LOAD_METHOD") else -1
+                holder = _loaded(ops, parent) if parent >= 0 else None
+                stored.add(f"mutated {holder}>{name}" if holder else f"mutated {name}")
+            # a container it walks or looks in (`for g in LAYERS`, `"wd" in OPT`,
+            # `D["bufs"].values()`, `len(T)`): "iterated NAME"
+            # (what feeds the walk: the load just before, or every load since a walker
+            # function or a slice, `zip(A, B)`, `sorted(A, reverse=True)`, `A[1:]`; more
+            # names than walked is only more checks)
+            feeds: range = range(0)
+            if k and (i.opname in ("GET_ITER", "CONTAINS_OP", "UNPACK_SEQUENCE", "UNPACK_EX")
+                      or (i.opname.startswith("LOAD_") and i.argval in _WALKS)):
+                feeds = range(k - 1, k)
+                if ops[k - 1].opname == "BINARY_SUBSCR" and k > 1 and \
+                        ops[k - 2].opname == "BUILD_SLICE":
+                    feeds = range(max(0, k - 7), k - 1)
+            if i.opname.startswith("CALL"):
+                walker = next((j for j in range(k - 1, max(-1, k - 9), -1)
+                               if ops[j].argval in _WALKERS and ops[j].opname in _NAMES), None)
+                if walker is not None:  # len(T), list(self.layers), zip(A, B)
+                    feeds = range(walker + 1, k)
+            for j in feeds:
+                if _loaded(ops, j):
+                    stored.add(f"iterated {_loaded(ops, j)}")
+    return frozenset(stored)
+
+
+def _loaded(ops: list, k: int) -> str | None:
+    """The name ops[k] loads a container by: an attribute or variable, or "[key]" for an
+    item with a constant key; None for anything else."""
+    i = ops[k]
+    if i.opname.startswith("LOAD_") and i.opname != "LOAD_CONST" and isinstance(i.argval, str):
+        return i.argval
+    if i.opname in ("BINARY_SUBSCR", "BINARY_OP") and k and ops[k - 1].opname == "LOAD_CONST" \
+            and isinstance(ops[k - 1].argval, str):
+        return f"[{ops[k - 1].argval}]"
+    return None
+
+
+_WALKS = frozenset({"items", "values", "keys", "index", "count"})
+_WALKERS = frozenset({"len", "list", "tuple", "set", "sorted", "enumerate", "zip", "sum",
+                      "min", "max", "any", "all", "dict", "reversed", "iter", "map"})
+
+
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update",
+                       "setdefault", "popitem", "__setitem__", "__delitem__"})
+_NAMES = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF"})
+_NOISE = frozenset({"CACHE", "PRECALL", "PUSH_NULL", "RESUME", "NOP", "EXTENDED_ARG"})

@@ -1,0 +1,141 @@
+"""The Python functions a traced function runs, however it reaches them (`self.scale()`,
+`layers.forward(x)`, a helper that returns the kernel to launch): eagerly each call runs
+them again and they read their own names again, so trace/guards.py follows the names they
+read as it does the traced function's own. Recorded with a trace function on the tracing
+thread (chained to a debugger's or coverage's), paused inside tracegraph's own work."""
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+# code of these packages (and of the standard library) is not the user's: its state is
+# the library's, and following it would only cost time
+_LIBRARIES = frozenset({"tracegraph", "numba", "llvmlite", "numpy", "cupy", "cupyx",
+                        "torch", "networkx", "optree", "cuda", "nvmath", "pydot", "_pytest",
+                        "pytest", "pluggy", "hypothesis", "coverage", "IPython",
+                        "ipykernel"}) | frozenset(sys.stdlib_module_names)
+
+
+@dataclass(frozen=True, eq=False)
+class Scope:
+    """The globals of another module a called function runs in (`layers` for
+    `layers.forward`), by identity; `names`: the names its code uses."""
+    globals: dict
+    names: frozenset[str] = field(default=frozenset())
+
+    @property
+    def name(self) -> str:
+        return str(self.globals.get("__name__", "?"))
+
+
+class Callees:
+    """While entered: record each Python function the thread runs (its code and globals),
+    outside libraries and the standard library. Through sys.monitoring where there is one
+    (Python 3.12+: each function once, then its event is off), else a trace function."""
+
+    def __init__(self) -> None:
+        self.found: dict[types.CodeType, dict] = {}
+        self._previous: Any = None
+        self._monitored = False
+
+    def __enter__(self) -> Callees:
+        self._monitored = _MONITOR.start(self)
+        if not self._monitored:
+            self._previous = sys.gettrace()
+            sys.settrace(self._event)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._monitored:
+            _MONITOR.stop()
+        else:
+            sys.settrace(self._previous)
+
+    def _event(self, frame: types.FrameType, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if code not in self.found:
+            self.found[code] = frame.f_globals
+        # a debugger's or coverage's trace function goes on seeing what it saw
+        return self._previous(frame, event, arg) if self._previous is not None else None
+
+    def user_code(self) -> list[tuple[types.CodeType, dict]]:
+        """The user's functions that ran, with their globals."""
+        return [(code, scope) for code, scope in self.found.items()
+                if str(scope.get("__name__", "")).partition(".")[0] not in _LIBRARIES]
+
+
+class _Monitor:
+    """One sys.monitoring tool for the threads that trace: a function's start is recorded
+    for the thread tracing it. Its event is turned off after that only while one thread
+    traces (off is for every thread), and turned on again when a trace starts."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active: dict[int, Callees] = {}
+        self.tool: int | None = None
+
+    def start(self, callees: Callees) -> bool:
+        monitoring = getattr(sys, "monitoring", None)
+        if monitoring is None:
+            return False
+        with self.lock:
+            if threading.get_ident() in self.active:  # a trace inside a trace: its own way
+                return False
+            if self.tool is None:
+                self.tool = next((t for t in (4, 3) if monitoring.get_tool(t) is None), None)
+                if self.tool is None:  # both taken (by other tools): a trace function
+                    return False
+                monitoring.use_tool_id(self.tool, "tracegraph")
+                monitoring.register_callback(self.tool, monitoring.events.PY_START,
+                                             self._started)
+                monitoring.set_events(self.tool, monitoring.events.PY_START)
+            self.active[threading.get_ident()] = callees
+            monitoring.restart_events()  # functions an earlier trace saw: again
+        return True
+
+    def stop(self) -> None:
+        monitoring = sys.monitoring  # type: ignore[attr-defined]
+        with self.lock:
+            self.active.pop(threading.get_ident(), None)
+            if not self.active and self.tool is not None:
+                monitoring.set_events(self.tool, 0)
+                monitoring.register_callback(self.tool, monitoring.events.PY_START, None)
+                monitoring.free_tool_id(self.tool)
+                self.tool = None
+
+    def _started(self, code: types.CodeType, offset: int) -> Any:  # noqa: ARG002
+        callees = self.active.get(threading.get_ident())
+        if callees is None:  # another thread: it may run this function in its trace later
+            return None
+        if code not in callees.found:
+            frame: types.FrameType | None = sys._getframe(1)
+            while frame is not None and frame.f_code is not code:
+                frame = frame.f_back
+            if frame is None:
+                return None
+            callees.found[code] = frame.f_globals
+        return sys.monitoring.DISABLE if len(self.active) == 1 else None  # type: ignore[attr-defined]
+
+
+_MONITOR = _Monitor()
+
+
+def untraced(method: Callable) -> Callable:
+    """Run a tracer entry point (a launch, a copy) without the trace function: what
+    tracegraph and Numba run there is theirs, and each call of it would cost an event."""
+    @functools.wraps(method)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        saved = sys.gettrace()
+        if saved is None:
+            return method(*args, **kwargs)
+        sys.settrace(None)
+        try:
+            return method(*args, **kwargs)
+        finally:
+            sys.settrace(saved)
+    return run
