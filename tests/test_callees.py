@@ -180,3 +180,41 @@ def test_sys_monitoring_records_each_function_and_frees_its_tool():
         user(0)
     assert user.__code__ in again.found
     assert sys.monitoring.get_tool(4) is None and sys.monitoring.get_tool(3) is None
+
+
+class PingPong:
+    def __init__(self):
+        self.bufs = [cuda.to_device(np.full(4, 1.0)), cuda.to_device(np.full(4, 10.0))]
+        self.i = 0
+
+    def cur(self):
+        return self.bufs[self.i]
+
+
+WL = [cuda.to_device(np.full(4, 100.0)), cuda.to_device(np.full(4, 1000.0))]
+SEL = 0
+
+
+def _pick():
+    return SEL
+
+
+def test_arrays_picked_by_called_functions_are_followed(backend):
+    global SEL
+    from small_kernels import iadd
+    pp = PingPong()
+
+    def step(x):
+        iadd[1, 32](x, pp.cur())
+        iadd[1, 32](x, WL[_pick()])
+
+    f, x = tg.compile(step, backend=backend), cuda.to_device(np.zeros(4))
+    f(x)
+    pp.i = 1
+    f(x)
+    SEL = 1
+    try:
+        f(x)
+    finally:
+        SEL = 0
+    np.testing.assert_allclose(x.copy_to_host(), 101 + 110 + 1010)
