@@ -2,12 +2,13 @@
 silent wrong answer, listed as "Not seen" in docs/sharp-edges.md): a kernel or value held
 by a functools.partial, a dict entry looked up by a key held in a global (`HP[KEY]`),
 the items of lists walked through a local name (`for row in LL: for s in row`), and a
-stored view of a dict's keys."""
+stored view of a dict's keys, an element of a named NumPy array."""
 from __future__ import annotations
 
 import functools
 
 import numpy as np
+import pytest
 from numba import cuda
 
 import tracegraph as tg
@@ -119,3 +120,60 @@ def test_a_stored_view_of_a_dicts_keys(backend):
     finally:
         del TABLE["b"]
     np.testing.assert_allclose(x.copy_to_host(), 12.0)
+
+
+COEF = np.array([2.0, 3.0])
+HOST_TABLE = np.ones(4)
+BIG = np.full(1 << 14, 2.0)  # 128 KB: its memory is checked, not its contents
+
+
+def test_an_element_of_a_named_numpy_array(backend):
+    def step(x):
+        iscale[1, 32](x, COEF[0])
+
+    f, x = tg.compile(step, backend=backend), _ones()
+    f(x)
+    f(x)
+    COEF[0] = 5.0
+    try:
+        f(x)  # eagerly: * 5
+        assert len(f.compiled) == 2
+        COEF[0] = 7.0
+        with pytest.raises(tg.SignatureError, match="COEF holds other contents"):
+            f.replay(x)
+    finally:
+        COEF[0] = 2.0
+    np.testing.assert_allclose(x.copy_to_host(), 20.0)
+
+
+def test_a_named_array_the_graph_copies_in_is_followed_without_tracing_again(backend):
+    from small_kernels import iadd
+
+    def step(x):
+        iadd[1, 32](x, cuda.to_device(HOST_TABLE))
+
+    f, x = tg.compile(step, backend=backend), _ones()
+    f(x)
+    HOST_TABLE[:] = 3.0
+    try:
+        f(x)
+    finally:
+        HOST_TABLE[:] = 1.0
+    np.testing.assert_allclose(x.copy_to_host(), 5.0)
+    assert len(f.compiled) == 1
+
+
+def test_a_large_named_numpy_array_rebound(backend):
+    global BIG
+
+    def step(x):
+        iscale[1, 32](x, BIG[0])
+
+    f, x = tg.compile(step, backend=backend), _ones()
+    f(x)
+    saved, BIG = BIG, np.full(1 << 14, 3.0)
+    try:
+        f(x)
+    finally:
+        BIG = saved
+    np.testing.assert_allclose(x.copy_to_host(), 6.0)

@@ -32,7 +32,7 @@ from .signature import (
     static_key,
 )
 from .trace import aliased_inputs, trace_function, user_location
-from .trace.guards import VARIANTS, guarded_now, overlap_said, retraced, stale_error, stale_guard
+from .trace.stale import VARIANTS, guarded_now, overlap_said, retraced, stale_error, stale_guard
 
 log = logging.getLogger("tracegraph.api")
 

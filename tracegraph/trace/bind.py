@@ -80,7 +80,9 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     held = [b.external for b in tracer.buffers if b.kind == HOST_CONSTANT
             and isinstance(b.external, np.ndarray)]
     guards = find_guards(fn, leaves, paths, list(tracer.host_captured.values()), name,
-                         _def_location(fn), held, _kernels(tracer.ops), callees.user_code())
+                         _def_location(fn), held, _kernels(tracer.ops), callees.user_code(),
+                         [b.external for b in tracer.buffers
+                          if isinstance(b.external, np.ndarray)])
     return Program(name, ops, tuple(tracer.buffers), tuple(inputs), tree, tuple(outputs),
                    out_tree, op_graph(ops), device_mode,
                    aliased_inputs(tracer.buffers, inputs, infos),

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import SignatureError
+import numpy as np
+
 from ..pytree import container_shape
 from ..signature import arguments
 from ..signature.call import static_key
@@ -131,8 +132,36 @@ class KernelGuard:
         return self.ref.resolve(fn, leaves) is self.kernel
 
 
+@dataclass(frozen=True)
+class ContentsGuard:
+    """A host NumPy array the code names and the graph neither copies nor writes (`COEF`
+    in `scale[g, b](x, COEF[0])`): what the trace read of it is baked into the graph, so
+    it holds while the path finds an array of the same contents (past _CONTENTS bytes: the
+    same memory, in-place changes unseen)."""
+    ref: HostRef
+    key: tuple
+
+    @property
+    def array(self) -> Any:
+        return GONE
+
+    def holds(self, fn: Callable, leaves: list) -> bool:
+        return contents_key(self.ref.resolve(fn, leaves)) == self.key
+
+
+_CONTENTS = 1 << 16
+
+
+def contents_key(value: Any) -> tuple | None:
+    """A host array's dtype, shape and bytes (its memory past _CONTENTS bytes)."""
+    if not isinstance(value, np.ndarray):
+        return None
+    if value.nbytes > _CONTENTS:
+        return ("memory", _memory(value))
+    return ("contents", value.dtype.str, value.shape, np.ascontiguousarray(value).tobytes())
+
+
 VARIANTS = 3      # graphs kept per signature for what captured arrays' names find now
-_RETRACES = 8     # traces for moved captured arrays before a warning says what to do
 
 
 def stale_guard(program: Any, fn: Callable, leaves: list) -> Any:
@@ -140,22 +169,11 @@ def stale_guard(program: Any, fn: Callable, leaves: list) -> Any:
     return next((g for g in program.guards if not g.holds(fn, leaves)), None)
 
 
-def stale_error(stale: Any, qualname: str) -> SignatureError:
-    what = ("another value than when {q} was traced, which the graph holds (passed to a "
-            "kernel, or picking what it launches)" if isinstance(stale, ValueGuard) else
-            "another kernel than when {q} was traced, and the graph launches the old one"
-            if isinstance(stale, KernelGuard) else
-            "another length or other keys than when {q} was traced, and the graph keeps the "
-            "launches its trace made" if isinstance(stale, ShapeGuard) else
-            "another device array than when {q} was traced, and the graph holds the old "
-            "one by address").format(q=qualname)
-    return SignatureError(f"{stale.ref.describe()} holds {what}",
-                          fix="call the function (not .replay) to trace it again")
-
 
 def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any],
                 name: str, where: str, held: list[Any], kernels: list[Any],
-                callees: list[tuple[Any, dict]] = ()) -> tuple[Any, ...]:  # type: ignore[assignment]
+                callees: list[tuple[Any, dict]] = (),  # type: ignore[assignment]
+                touched: list[Any] = ()) -> tuple[Any, ...]:  # type: ignore[assignment]
     """A guard for every path that finds a captured array, or an array holding it (a view
     the function took: `W[2:]`): all of them, since the code may read any one (aliases,
     tied weights). Warn about arrays no path finds. `held`: the host arrays it copied to
@@ -163,7 +181,9 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     function made is found by none, and is what eager makes again). `kernels`: the
     kernels it launched, guarded where a path the code names finds them. `callees`: the
     code of the user's functions it ran and their globals (trace/callees.py), whose names
-    count as the function's own (their modules' globals are roots too)."""
+    count as the function's own (their modules' globals are roots too). `touched`: the
+    host arrays the graph copies or writes; other host arrays the code names are guarded
+    by their contents (ContentsGuard)."""
     targets = {id(a): a for a in captured}
     held_ids = {id(h) for h in held}
     kernel_ids = {id(k) for k in kernels}
@@ -193,6 +213,7 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
         if not any(g.array is h for g in guards):
             guards += [g for g in _holders(arguments.describe(h), host_holders)
                        if named(g.ref, names)]
+    guards += _contents(host_holders, touched, names, stored)
     missing = []
     for k, a in targets.items():
         mine = [g for g in guards if id(g.array) == k] or \
@@ -203,6 +224,17 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
         guards += [g for g in mine if id(g.array) != k]
     _warn(name, where, cut, missing)
     return tuple(guards)
+
+
+def _contents(host_holders: list[Guard], touched: list[Any], names: frozenset[str],
+              stored: frozenset[str]) -> list[ContentsGuard]:
+    """A ContentsGuard for each host array the code names (not an argument itself) that
+    shares no memory with one the graph copies or writes, nor is changed by the function."""
+    extents = [i.extent for i in map(arguments.describe, touched) if i is not None]
+    return [ContentsGuard(g.ref, contents_key(g.array)) for g in host_holders  # type: ignore[arg-type]
+            if (g.ref.steps or g.ref.root[0] != "leaf") and named(g.ref, names)
+            and not kept(g.ref, stored) and not changed(g.ref, stored)
+            and not any(lo < g.info.extent[1] and g.info.extent[0] < hi for lo, hi in extents)]
 
 
 def _held_keys(found: list[tuple[HostRef, Any]], names: frozenset[str]) -> frozenset[str]:
@@ -310,6 +342,7 @@ def guarded_now(program: Any, fn: Callable, leaves: list) -> tuple:
                  ("kernel", id(g.ref.resolve(fn, leaves))) if isinstance(g, KernelGuard) else
                  ("shape", shape_key(g.ref.resolve(fn, leaves), g.values))
                  if isinstance(g, ShapeGuard) else
+                 contents_key(g.ref.resolve(fn, leaves)) if isinstance(g, ContentsGuard) else
                  _memory(g.ref.resolve(fn, leaves)) for g in program.guards)
 
 
@@ -325,33 +358,3 @@ def _memory(value: Any) -> tuple | None:
     except Exception:
         return None
     return None if info is None else (info.ptr, info.shape, info.strides, str(info.dtype))
-
-
-def retraced(qualname: str, stale: Any, count: int) -> int:
-    """Say once, at _RETRACES, that moved captured arrays keep tracing the function;
-    returns the count."""
-    if count == _RETRACES:
-        warnings.warn(f"tracegraph: {qualname} was traced again {count} times because "
-                      f"{stale.ref.describe()} (and the like) found another array, value, "
-                      "kernel, length or set of keys than its graphs were traced with: each "
-                      "trace builds a graph. Pass "
-                      "arrays that change between calls as arguments (a moved argument "
-                      "costs a re-point, not a trace), and values as arguments or "
-                      "dynamic={...: 'value'}", UserWarning, stacklevel=4)
-    return count
-
-
-def overlap_said(program: Any, call: Any) -> str:
-    """How the call's device inputs overlap the captured arrays unlike the compiled call's."""
-    from .bind import aliased_inputs  # bind imports this module
-    pairs = aliased_inputs(program.buffers, list(program.inputs), call.infos)
-    changed = sorted(pairs ^ program.aliased_inputs)
-    said = []
-    for device_input, captured in changed:
-        arg = next((i.path for i in program.inputs if i.kind == "array"
-                    and i.buffer == device_input), "?")
-        now = (device_input, captured) in pairs
-        said.append(f"argument {arg} {'overlaps' if now else 'no longer overlaps'} the "
-                    f"device array {program.buffers[captured].name} that a kernel captures "
-                    "(a global or closure variable), unlike in the compiled call")
-    return "; ".join(said) or "a device argument overlaps a captured array differently"

@@ -1,0 +1,67 @@
+"""What a call says when a guard no longer holds (trace/guards.py): the error of a
+replay that cannot take a graph, the warning of a function traced again and again, and
+how a device argument's overlap with a captured array changed."""
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from ..errors import SignatureError
+from .guards import (
+    VARIANTS,
+    ContentsGuard,
+    KernelGuard,
+    ShapeGuard,
+    ValueGuard,
+    guarded_now,
+    stale_guard,
+)
+
+__all__ = ["VARIANTS", "guarded_now", "overlap_said", "retraced", "stale_error", "stale_guard"]
+
+_RETRACES = 8     # traces for moved captured arrays before a warning says what to do
+
+
+def stale_error(stale: Any, qualname: str) -> SignatureError:
+    what = ("another value than when {q} was traced, which the graph holds (passed to a "
+            "kernel, or picking what it launches)" if isinstance(stale, ValueGuard) else
+            "another kernel than when {q} was traced, and the graph launches the old one"
+            if isinstance(stale, KernelGuard) else
+            "another length or other keys than when {q} was traced, and the graph keeps the "
+            "launches its trace made" if isinstance(stale, ShapeGuard) else
+            "other contents than when {q} was traced, and the graph holds what the trace "
+            "read of them" if isinstance(stale, ContentsGuard) else
+            "another device array than when {q} was traced, and the graph holds the old "
+            "one by address").format(q=qualname)
+    return SignatureError(f"{stale.ref.describe()} holds {what}",
+                          fix="call the function (not .replay) to trace it again")
+
+
+def retraced(qualname: str, stale: Any, count: int) -> int:
+    """Say once, at _RETRACES, that moved captured arrays keep tracing the function;
+    returns the count."""
+    if count == _RETRACES:
+        warnings.warn(f"tracegraph: {qualname} was traced again {count} times because "
+                      f"{stale.ref.describe()} (and the like) found another array, value, "
+                      "kernel, length or set of keys than its graphs were traced with: each "
+                      "trace builds a graph. Pass "
+                      "arrays that change between calls as arguments (a moved argument "
+                      "costs a re-point, not a trace), and values as arguments or "
+                      "dynamic={...: 'value'}", UserWarning, stacklevel=4)
+    return count
+
+
+def overlap_said(program: Any, call: Any) -> str:
+    """How the call's device inputs overlap the captured arrays unlike the compiled call's."""
+    from .bind import aliased_inputs  # bind imports this module
+    pairs = aliased_inputs(program.buffers, list(program.inputs), call.infos)
+    changed = sorted(pairs ^ program.aliased_inputs)
+    said = []
+    for device_input, captured in changed:
+        arg = next((i.path for i in program.inputs if i.kind == "array"
+                    and i.buffer == device_input), "?")
+        now = (device_input, captured) in pairs
+        said.append(f"argument {arg} {'overlaps' if now else 'no longer overlaps'} the "
+                    f"device array {program.buffers[captured].name} that a kernel captures "
+                    "(a global or closure variable), unlike in the compiled call")
+    return "; ".join(said) or "a device argument overlaps a captured array differently"
