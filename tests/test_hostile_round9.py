@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -135,19 +136,18 @@ def _make_weights():
     return _STORE[0]
 
 
-def _weights_maker(store):
-    def make():
-        return store[0]
-    return make
+_DEEP: list = []
 
 
 def test_an_array_found_through_no_name_is_named_in_a_warning(backend):
-    # held by the closure of a function the traced one calls: no name reaches it
-    make = _weights_maker([cuda.to_device(np.full(N, 4.0))])
+    # four steps from a name: past the search's bound
+    if not _DEEP:
+        _DEEP.append(SimpleNamespace(a=SimpleNamespace(b=SimpleNamespace(
+            w=cuda.to_device(np.full(N, 4.0))))))
 
     def body(x):
         out = cuda.device_array_like(x)
-        mul[1, N](x, make(), out)
+        mul[1, N](x, _DEEP[0].a.b.w, out)
         return out
 
     with pytest.warns(UserWarning, match="neither its arguments nor found"):

@@ -67,7 +67,6 @@ class CompiledFunction:
         self._written: set[int] = set()  # leaves some compiled graph writes (dynamic calls)
         self._arenas: dict[int | None, Any] = {}  # per device: the memory its graphs share
         self._hot: Any = None  # the executable the last plain call ran (replay_same)
-        self._variants: dict[tuple, list] = {}  # key -> its variants' for moved captures
         self._retraces = 0  # traces because a captured array's name found another
         self._hits = self._cache.stats.hits
         functools.update_wrapper(self, fn)
@@ -170,7 +169,6 @@ class CompiledFunction:
             self._hot = None
             self._latest = None
             self._arenas = {}
-            self._variants = {}
             self._calls.forget()
 
     def __repr__(self) -> str:
@@ -235,15 +233,16 @@ class CompiledFunction:
         if not compile_missing:
             raise stale_error(stale, self.__qualname__)
         with self._lock:
-            kept = self._variants.setdefault(entry.key, [])  # oldest first
-            if variant is not None:  # a stale one is never reused
-                self._cache.drop(key)
-            kept[:] = [k for k in kept if k != key and k in self._cache.entries]
-            while len(kept) >= VARIANTS:  # ping-pong, triple buffering: a few beside it
-                self._cache.drop(kept.pop(0))
-            kept.append(key)
+            self._cache.room_for_variant(entry.key, key, VARIANTS)
             self._retraces = retraced(self.__qualname__, stale, self._retraces + 1)
-        return self._compile(call.with_key(key))
+        compiled = self._compile(call.with_key(key))
+        # keyed by what the paths find after its trace, which may have changed them itself
+        # (a counter a called function bumps): what the next call finds
+        after = (*entry.key, ("captured now", guarded_now(entry.program, self._fn, call.leaves)))
+        with self._lock:
+            if after != key and compiled.key == key:
+                compiled = self._cache.rekey(entry.key, key, after) or compiled
+        return compiled
 
     def _for_captured(self, entry: Compiled, call: Call, *, compile_missing: bool) -> Any:
         """The graph compiled for how this call's device inputs overlap the captured

@@ -3,6 +3,7 @@ counters per bucket, and the choice between instantiating a new executable and u
 one whose graph has the same topology (cudaGraphExecUpdate) when the bound is reached."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections import OrderedDict
@@ -72,6 +73,9 @@ class GraphCache:
             raise ValueError("max_graphs must be at least 1")
         self.entries: OrderedDict[tuple, Compiled] = OrderedDict()
         self.stats = CacheInfo(0, max_graphs)
+        # a graph's key -> the keys of its variants, oldest first (traced for what its
+        # captured arrays' and values' names found later)
+        self.variants: dict[tuple, list[tuple]] = {}
 
     def get(self, key: tuple) -> Compiled | None:
         entry = self.entries.get(key)
@@ -108,6 +112,30 @@ class GraphCache:
         if close is not None:
             close()
 
+    def room_for_variant(self, base: tuple, key: tuple, limit: int) -> None:
+        """Before `key`, a variant of the graph at `base`, is compiled: forget a stale one
+        at `key`, and the oldest variants past `limit` (ping-pong, triple buffering: a few
+        beside it)."""
+        kept = self.variants.setdefault(base, [])
+        self.drop(key)
+        kept[:] = [k for k in kept if k != key and k in self.entries]
+        while len(kept) >= limit:
+            self.drop(kept.pop(0))
+        kept.append(key)
+
+    def rekey(self, base: tuple, key: tuple, new: tuple) -> Compiled | None:
+        """Hold the variant at `key` under `new` instead (replacing what was there)."""
+        if new == key:
+            return self.entries.get(key)
+        entry = self.entries.pop(key, None)
+        if entry is None:
+            return None
+        self.drop(new)
+        self.entries[new] = entry = dataclasses.replace(entry, key=new)
+        self.variants[base] = [new if k == key else k for k in self.variants.get(base, [])
+                               if k != new]
+        return entry
+
     def put(self, entry: Compiled, updated: bool) -> None:
         misses = self.stats.misses
         misses[entry.bucket] = misses.get(entry.bucket, 0) + 1
@@ -126,6 +154,7 @@ class GraphCache:
 
     def clear(self) -> None:
         self.entries.clear()
+        self.variants.clear()
 
     def info(self) -> CacheInfo:
         s = self.stats

@@ -6,19 +6,40 @@ thread (chained to a debugger's or coverage's), paused inside tracegraph's own w
 from __future__ import annotations
 
 import functools
+import os
 import sys
+import sysconfig
 import threading
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-# code of these packages (and of the standard library) is not the user's: its state is
-# the library's, and following it would only cost time
+# code of these packages and of the standard library (by where its file is: a module of
+# the user's may share a standard module's name, `sched.py`) is not the user's: its state
+# is the library's, and following it would only cost time
 _LIBRARIES = frozenset({"tracegraph", "numba", "llvmlite", "numpy", "cupy", "cupyx",
                         "torch", "networkx", "optree", "cuda", "nvmath", "pydot", "_pytest",
                         "pytest", "pluggy", "hypothesis", "coverage", "IPython",
-                        "ipykernel"}) | frozenset(sys.stdlib_module_names)
+                        "ipykernel"})
+_STDLIB = tuple(os.path.normcase(os.path.realpath(sysconfig.get_paths()[k])) + os.sep
+                for k in ("stdlib", "platstdlib"))
+_SITE = ("site-packages", "dist-packages")
+
+
+def library_code(code: types.CodeType, scope: dict) -> bool:
+    if str(scope.get("__name__", "")).partition(".")[0] in _LIBRARIES:
+        return True
+    return _standard(code.co_filename)
+
+
+@functools.lru_cache(maxsize=4096)
+def _standard(file: str) -> bool:
+    """Is this file the standard library's?"""
+    if file.startswith("<frozen"):
+        return True
+    file = os.path.normcase(os.path.realpath(file)) if os.path.isabs(file) else file
+    return file.startswith(_STDLIB) and not any(s in file for s in _SITE)
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,6 +63,7 @@ class Callees:
         self.found: dict[types.CodeType, dict] = {}
         self._previous: Any = None
         self._monitored = False
+        self.interrupted = False  # something replaced the trace function halfway
 
     def __enter__(self) -> Callees:
         self._monitored = _MONITOR.start(self)
@@ -53,8 +75,11 @@ class Callees:
     def __exit__(self, *exc: Any) -> None:
         if self._monitored:
             _MONITOR.stop()
-        else:
+        elif sys.gettrace() == self._event:
             sys.settrace(self._previous)
+        else:  # a debugger set its own (pdb at a breakpoint), or turned tracing off: keep
+            # that, and say the functions called after it went unrecorded
+            self.interrupted = True
 
     def _event(self, frame: types.FrameType, event: str, arg: Any) -> Any:
         code = frame.f_code
@@ -66,7 +91,7 @@ class Callees:
     def user_code(self) -> list[tuple[types.CodeType, dict]]:
         """The user's functions that ran, with their globals."""
         return [(code, scope) for code, scope in self.found.items()
-                if str(scope.get("__name__", "")).partition(".")[0] not in _LIBRARIES]
+                if not library_code(code, scope)]
 
 
 class _Monitor:

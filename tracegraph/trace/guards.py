@@ -150,6 +150,7 @@ class ContentsGuard:
 
 
 _CONTENTS = 1 << 16
+_ITEMS = 64  # a list, tuple or set of at most this many numbers is checked item by item
 
 
 def contents_key(value: Any) -> tuple | None:
@@ -192,16 +193,18 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     guards: list[Any] = []
     holders: list[Guard] = []  # paths to other device arrays: views' bases
     host_holders: list[Guard] = []  # paths to host arrays: a held slice's base (T[:4])
-    found = list(search(fn, leaves, paths, names, kernel_ids, cut, scopes))
+    ran = frozenset(code for code, _ in callees)
+    found = list(search(fn, leaves, paths, names, kernel_ids, cut, scopes, ran))
     keys = _held_keys(found, names)
     if keys:  # strings the code names that key a dict it reaches (`HP[KEY]`): look again
         names, cut = names | keys, []
-        found = list(search(fn, leaves, paths, names, kernel_ids, cut, scopes))
+        found = list(search(fn, leaves, paths, names, kernel_ids, cut, scopes, ran))
     for ref, value in found:
         info = None if is_value(value) or id(value) in kernel_ids or \
             container_shape(value) is not None else arguments.describe(value)
         if info is None:
-            guards += _python_state(fn, ref, value, names, stored, kernel_ids)
+            guards += _python_state(fn, ref, value, names, stored, kernel_ids,
+                                    holder_classes(fn, leaves, ref, stored))
         elif id(value) in held_ids:
             if named(ref, names):
                 guards.append(Guard(ref, value, info))
@@ -213,7 +216,8 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
         if not any(g.array is h for g in guards):
             guards += [g for g in _holders(arguments.describe(h), host_holders)
                        if named(g.ref, names)]
-    guards += _contents(host_holders, touched, names, stored)
+    guards += _contents(host_holders, touched, names, stored,
+                        lambda ref: holder_classes(fn, leaves, ref, stored))
     missing = []
     for k, a in targets.items():
         mine = [g for g in guards if id(g.array) == k] or \
@@ -226,14 +230,25 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     return tuple(guards)
 
 
+def holder_classes(fn: Callable, leaves: list, ref: HostRef,
+                   stored: frozenset[str]) -> tuple[str, ...]:
+    """The names of the classes of the object holding the end of `ref` (for what methods
+    the function called store: paths.changed, paths.kept); () where none stored any."""
+    if not ref.steps or not any(":" in e and not e.startswith("global ") for e in stored):
+        return ()
+    holder = HostRef(ref.root, ref.steps[:-1]).resolve(fn, leaves)
+    return () if holder is GONE else tuple(c.__name__ for c in type(holder).__mro__)
+
+
 def _contents(host_holders: list[Guard], touched: list[Any], names: frozenset[str],
-              stored: frozenset[str]) -> list[ContentsGuard]:
+              stored: frozenset[str], classes: Callable) -> list[ContentsGuard]:
     """A ContentsGuard for each host array the code names (not an argument itself) that
     shares no memory with one the graph copies or writes, nor is changed by the function."""
     extents = [i.extent for i in map(arguments.describe, touched) if i is not None]
     return [ContentsGuard(g.ref, contents_key(g.array)) for g in host_holders  # type: ignore[arg-type]
             if (g.ref.steps or g.ref.root[0] != "leaf") and named(g.ref, names)
-            and not kept(g.ref, stored) and not changed(g.ref, stored)
+            and not kept(g.ref, stored, classes(g.ref))
+            and not changed(g.ref, stored, classes(g.ref))
             and not any(lo < g.info.extent[1] and g.info.extent[0] < hi for lo, hi in extents)]
 
 
@@ -261,14 +276,15 @@ def _names(fn: Callable, callees: list[tuple[Any, dict]]
     by_module: dict[int, tuple[dict, list]] = {}
     for code, scope in callees:
         by_module.setdefault(id(scope), (scope, []))[1].append(code)
-    codes = codes_of(fn) + [c for scope, cs in by_module.values() if scope is own for c in cs]
-    names, stored = set(code_names(codes)), set(stored_names(codes))
+    names, stored = set(code_names(codes_of(fn))), set(stored_names(codes_of(fn)))
     scopes = []
     for scope, cs in by_module.values():
-        if scope is not own:
+        names |= code_names(cs)
+        if scope is own:
+            stored |= stored_names(cs, owned=True)
+        else:
             scopes.append(Scope(scope, code_names(cs)))
-            names |= scopes[-1].names
-            stored |= stored_names(cs, scopes[-1].name)
+            stored |= stored_names(cs, scopes[-1].name, owned=True)
     return frozenset(names), frozenset(stored), tuple(scopes)
 
 
@@ -290,22 +306,26 @@ def _warn(name: str, where: str, cut: list[str], missing: list[Any]) -> None:
 
 
 def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
-                  stored: frozenset[str], kernel_ids: set[int]) -> list[Any]:
+                  stored: frozenset[str], kernel_ids: set[int],
+                  classes: tuple[str, ...]) -> list[Any]:
     """The guard of a value, kernel or container found at `ref`, if it needs one. An
     argument itself is in the signature already; so is an argument's own structure."""
     if id(value) in kernel_ids:
         return [KernelGuard(ref, value, fast_check(fn, ref, value))] \
             if named(ref, names) else []
-    if not (ref.steps or ref.root[0] != "leaf") or not named(ref, names) or kept(ref, stored):
+    if not (ref.steps or ref.root[0] != "leaf") or not named(ref, names) or \
+            kept(ref, stored, classes):
         return []
     # a container the code names: its length or keys may decide what the trace launched
     # (`for g in LAYERS`, `if "wd" in OPT`, `len(T)`, however it reads them), unless the
     # function changes it itself (its length follows the traces); a list, tuple or set of
-    # a few numbers the code walks, by its values too (`for s in SCALES`)
+    # at most _ITEMS numbers by its values too (`for s in SCALES`)
     if container_shape(value) is not None and not is_value(value):
-        if changed(ref, stored):
+        if changed(ref, stored, classes):
             return []
-        values = walked(ref, stored) and not isinstance(value, dict) and len(value) <= 16 \
+        # (its items: a few numbers, however the code reads them: walked by a helper under
+        # another name, through a local alias, np.prod(C), C[IDX])
+        values = not isinstance(value, dict) and len(value) <= _ITEMS \
             and all(is_value(v) for v in value)
         return [ShapeGuard(ref, shape_key(value, values),
                            fast_check(fn, ref, value, shape=2 if values else 1), values)]

@@ -109,12 +109,14 @@ def fast_check(fn: Callable, ref: HostRef, value: Any, shape: int = 0) -> tuple:
 
 def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
            also: set[int] = frozenset(),  # type: ignore[assignment]
-           cut: list[str] | None = None,
-           scopes: tuple[Scope, ...] = ()) -> Iterator[tuple[HostRef, Any]]:
+           cut: list[str] | None = None, scopes: tuple[Scope, ...] = (),
+           ran: frozenset = frozenset()) -> Iterator[tuple[HostRef, Any]]:
     """Breadth first from the roots, every path to a device array (up to _DEPTH steps,
     _VISITS objects looked into, _LOOKS values looked at, _BREADTH entries of each; where
     a bound stopped it, what it left is said in `cut`); an object that raises is skipped.
-    `scopes`: other modules' globals that called functions read."""
+    `scopes`: other modules' globals that called functions read; `ran`: the code of the
+    functions that ran while it traced (a function kept as a value is looked into, its
+    closure or bound instance, only where it ran: a callback's own state is its own)."""
     seen: dict[int, int] = {}  # object -> paths looked into it by (aliases: a few)
     queue: deque[tuple[Any, HostRef]] = deque((v, r) for r, v in roots(fn, leaves, paths,
                                                                          names, scopes))
@@ -130,7 +132,7 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
                 continue
             if container_shape(value) is not None and seen.get(id(value), 0) < _ALIASES:
                 yield ref, value  # its length or keys may decide what the code launches
-            if seen.get(id(value), 0) >= _ALIASES or len(ref.steps) >= _DEPTH or \
+            if seen.get(id(value), 0) >= _ALIASES or depth(ref.steps) >= _DEPTH or \
                     not _worth_looking(value):
                 continue
             if len(seen) >= _VISITS:
@@ -140,11 +142,12 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
             if isinstance(value, (dict, list, tuple)) and len(value) > _BREADTH and \
                     named(ref, names):
                 cut.append(f"{ref.describe()} has more than {_BREADTH} entries")
-            for step, child in children(value, names):
+            for step, child in children(value, names, ran):
                 if len(queue) + looked >= _LOOKS:
                     cut.append(f"{_LOOKS} values looked at")
                     break
-                queue.append((child, HostRef(ref.root, (*ref.steps, step))))
+                steps = step if isinstance(step[0], tuple) else (step,)
+                queue.append((child, HostRef(ref.root, (*ref.steps, *steps))))
         except Exception:  # a __getattr__ or property that raises: nothing found there
             continue
 
@@ -214,7 +217,7 @@ def walked(ref: HostRef, stored: frozenset[str]) -> bool:
         isinstance(ref.steps[-1][1], int) and walked(HostRef(ref.root, ref.steps[:-1]), stored)
 
 
-def changed(ref: HostRef, stored: frozenset[str]) -> bool:
+def changed(ref: HostRef, stored: frozenset[str], classes: tuple[str, ...] = ()) -> bool:
     """Does the function change this path's container itself (stored_names: by its name
     and the name of what holds it)? Its length then follows the traces, not the caller."""
     if not ref.steps:
@@ -224,7 +227,13 @@ def changed(ref: HostRef, stored: frozenset[str]) -> bool:
     else:
         how, key = ref.steps[-2]
         holder = key if how == "." else f"[{key}]"
-    return f"mutated {holder}>{_last_name(ref)}" in stored
+    return _by(f"mutated {holder}>{_last_name(ref)}", stored, classes)
+
+
+def _by(entry: str, stored: frozenset[str], classes: tuple[str, ...]) -> bool:
+    """Did the traced function store this, or a method of one of `classes` (the classes of
+    the object holding what was stored) that it called?"""
+    return entry in stored or any(f"{c}:{entry}" in stored for c in classes)
 
 
 def _last_name(ref: HostRef) -> str:
@@ -232,7 +241,7 @@ def _last_name(ref: HostRef) -> str:
     return last if how == "." else f"[{last}]"
 
 
-def kept(ref: HostRef, stored: frozenset[str]) -> bool:
+def kept(ref: HostRef, stored: frozenset[str], classes: tuple[str, ...] = ()) -> bool:
     """Is this path's value state the function keeps (it assigns it: a counter), not a
     value that picks what it launches? A global it assigns, or an attribute it assigns on
     the object it works on (`self.calls += 1`, an argument's)."""
@@ -241,11 +250,10 @@ def kept(ref: HostRef, stored: frozenset[str]) -> bool:
         return f"global {module}{ref.root[1]}" in stored
     how, key = ref.steps[0]
     return ref.root[0] in ("self", "object", "leaf") and len(ref.steps) == 1 and how == "." \
-        and key in stored
+        and _by(key, stored, classes)
 
 
-_LEAVES = (str, bytes, int, float, complex, bool, type(None), types.FunctionType,
-           types.BuiltinFunctionType, types.MethodType)
+_LEAVES = (str, bytes, int, float, complex, bool, type(None), types.BuiltinFunctionType)
 # callables that are made anew on every attribute read (a bound method): never a kernel
 _FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
               types.BuiltinMethodType, types.MethodWrapperType)
@@ -256,7 +264,15 @@ def _worth_looking(value: Any) -> bool:
     return not isinstance(value, _LEAVES) and not isinstance(value, np.ndarray)
 
 
-def children(value: Any, names: frozenset[str]) -> Iterator[tuple[tuple[str, Any], Any]]:
+def depth(steps: tuple) -> int:
+    """Steps from a root, not counting those into a partial, bound method or closure cell
+    (what calling it uses): `ACT.__self__.gain` is 1."""
+    return sum(how != "()" for how, _ in steps) - sum(
+        step == ("()", "__closure__") for step in steps)
+
+
+def children(value: Any, names: frozenset[str],
+             ran: frozenset = frozenset()) -> Iterator[tuple[tuple, Any]]:
     if isinstance(value, types.ModuleType):  # only the names the code uses
         scope = vars(value)
         for name in sorted(names & scope.keys()):
@@ -271,6 +287,19 @@ def children(value: Any, names: frozenset[str]) -> Iterator[tuple[tuple[str, Any
                     continue
                 if not isinstance(child, _FUNCTIONS):
                     yield (".", name), child
+        return
+    if isinstance(value, types.MethodType):  # a bound method kept as a value: its instance
+        if getattr(value.__func__, "__code__", None) in ran:
+            yield ("()", "__self__"), value.__self__
+        value = value.__func__
+    if isinstance(value, types.FunctionType):  # a function of the user's: its closure
+        if value.__closure__ and value.__code__ in ran:
+            for i, cell in enumerate(value.__closure__):
+                try:
+                    contents = cell.cell_contents
+                except ValueError:  # an empty cell
+                    continue
+                yield (("()", "__closure__"), ("[]", i), ("()", "cell_contents")), contents
         return
     if isinstance(value, functools.partial):  # what calling it runs and passes: "()"
         yield ("()", "func"), value.func
