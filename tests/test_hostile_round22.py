@@ -248,3 +248,45 @@ def test_a_debugger_replacing_the_trace_function_mid_trace(backend, monkeypatch)
         with pytest.warns(UserWarning, match="a debugger replaced"):
             f(x)
         assert sys.gettrace() is None
+
+
+class Norm:
+    def __init__(self):
+        self.gain = 2.0
+
+    def __call__(self, x):
+        iscale[1, 32](x, self.gain)
+
+
+class Layer:
+    def __init__(self):
+        self.norm = Norm()
+
+    def forward(self, x):
+        self.norm(x)
+
+
+class Model:
+    def __init__(self):
+        self.layers = [Layer(), Layer()]
+
+    def forward(self, x):
+        for layer in self.layers:
+            layer.forward(x)
+
+
+MODEL = Model()
+
+
+def test_state_four_steps_down_through_names_the_code_uses(backend):
+    def step(x):
+        MODEL.forward(x)
+
+    f, x = tg.compile(step, backend=backend), _ones()
+    f(x)  # * 4
+    MODEL.layers[1].norm.gain = 0.5  # MODEL.layers[1].norm.gain: 4 steps
+    try:
+        f(x)  # * 1
+    finally:
+        MODEL.layers[1].norm.gain = 2.0
+    np.testing.assert_allclose(x.copy_to_host(), 4.0)

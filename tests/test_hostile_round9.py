@@ -140,14 +140,15 @@ _DEEP: list = []
 
 
 def test_an_array_found_through_no_name_is_named_in_a_warning(backend):
-    # four steps from a name: past the search's bound
+    # seven steps from a name: past the search's bound
     if not _DEEP:
-        _DEEP.append(SimpleNamespace(a=SimpleNamespace(b=SimpleNamespace(
-            w=cuda.to_device(np.full(N, 4.0))))))
+        w = SimpleNamespace(w=cuda.to_device(np.full(N, 4.0)))
+        _DEEP.append(SimpleNamespace(a=SimpleNamespace(b=SimpleNamespace(c=SimpleNamespace(
+            d=SimpleNamespace(e=w))))))
 
     def body(x):
         out = cuda.device_array_like(x)
-        mul[1, N](x, _DEEP[0].a.b.w, out)
+        mul[1, N](x, _DEEP[0].a.b.c.d.e.w, out)
         return out
 
     with pytest.warns(UserWarning, match="neither its arguments nor found"):

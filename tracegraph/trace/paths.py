@@ -22,6 +22,7 @@ from ..signature import arguments
 from .callees import Scope
 
 _DEPTH = 3       # steps from a root: self.layers[2].w
+_NAMED_DEPTH = 6  # steps through names the code uses only: MODEL.layers[1].norm.gain
 _BREADTH = 256   # entries looked at per container or object
 _VISITS = 4096   # objects looked into per trace: a large reachable dataset stays cheap
 _ALIASES = 4     # paths looked into one object by (MODEL and self.model)
@@ -111,9 +112,10 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
            also: set[int] = frozenset(),  # type: ignore[assignment]
            cut: list[str] | None = None, scopes: tuple[Scope, ...] = (),
            ran: frozenset = frozenset()) -> Iterator[tuple[HostRef, Any]]:
-    """Breadth first from the roots, every path to a device array (up to _DEPTH steps,
-    _VISITS objects looked into, _LOOKS values looked at, _BREADTH entries of each; where
-    a bound stopped it, what it left is said in `cut`); an object that raises is skipped.
+    """Breadth first from the roots, every path to a device array (up to _DEPTH steps, or
+    _NAMED_DEPTH through names the code uses; _VISITS objects looked into, _LOOKS values
+    looked at, _BREADTH entries of each; where a bound stopped it, what it left is said in
+    `cut`); an object that raises is skipped.
     `scopes`: other modules' globals that called functions read; `ran`: the code of the
     functions that ran while it traced (a function kept as a value is looked into, its
     closure or bound instance, only where it ran: a callback's own state is its own)."""
@@ -132,8 +134,9 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
                 continue
             if container_shape(value) is not None and seen.get(id(value), 0) < _ALIASES:
                 yield ref, value  # its length or keys may decide what the code launches
-            if seen.get(id(value), 0) >= _ALIASES or depth(ref.steps) >= _DEPTH or \
-                    not _worth_looking(value):
+            deep = depth(ref.steps) >= _DEPTH
+            if seen.get(id(value), 0) >= _ALIASES or not _worth_looking(value) or (
+                    deep and (depth(ref.steps) >= _NAMED_DEPTH or not named(ref, names))):
                 continue
             if len(seen) >= _VISITS:
                 cut.append(f"{_VISITS} objects looked into")
@@ -143,6 +146,8 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
                     named(ref, names):
                 cut.append(f"{ref.describe()} has more than {_BREADTH} entries")
             for step, child in children(value, names, ran):
+                if deep and not named(HostRef(ref.root, (step,)), names):
+                    continue  # past _DEPTH: only names the code uses
                 if len(queue) + looked >= _LOOKS:
                     cut.append(f"{_LOOKS} values looked at")
                     break
