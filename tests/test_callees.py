@@ -161,9 +161,9 @@ def test_library_code_is_not_the_users():
 
     with Callees() as callees:
         user(np.ones(3))
-    names = {code.co_name for code, _ in callees.user_code()}
+    names = {code.co_name for code, _, _ in callees.user_code()}
     assert "user" in names
-    assert not any(scope["__name__"].startswith("numpy") for _, scope in callees.user_code())
+    assert not any(scope["__name__"].startswith("numpy") for _, scope, _ in callees.user_code())
 
 
 @pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="sys.monitoring: Python 3.12+")

@@ -70,11 +70,15 @@ def test_an_alias_the_code_never_names_does_not_silence_the_warning(backend):
     m = Deep()
     m.enc = Deep()
     m.enc.layers = [Deep()]
-    m.enc.layers[0].w = m.head = _dev(2)  # tied; the code reads a 4-step path
+    m.enc.layers[0].a = Deep()
+    m.enc.layers[0].a.b = Deep()
+    m.enc.layers[0].a.b.c = Deep()
+    # tied; the code reads a 7-step path (past the search's bound)
+    m.enc.layers[0].a.b.c.w = m.head = _dev(2)
 
     def body(m, x):
         out = cuda.device_array_like(x)
-        mul[1, N](x, m.enc.layers[0].w, out)
+        mul[1, N](x, m.enc.layers[0].a.b.c.w, out)
         return out
 
     with pytest.warns(UserWarning, match="neither its arguments nor found"):

@@ -8,10 +8,11 @@ is hashable, so it is part of a signature.
 """
 from __future__ import annotations
 
+import array
 import dataclasses
 import threading
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import optree
@@ -154,8 +155,11 @@ def container_shape(value: Any) -> Any:
     list, tuple, set, deque or view of a dict's values; None for anything else."""
     if isinstance(value, dict):
         return tuple(value) if len(value) <= 256 else len(value)
-    if isinstance(value, (list, tuple, set, frozenset, deque, _VALUES)):
+    if isinstance(value, (list, tuple, set, frozenset, deque, _VALUES, array.array)):
         return len(value)
+    if isinstance(value, Mapping):  # a ChainMap, a mapping proxy
+        keys = tuple(value)
+        return keys if len(keys) <= 256 else len(keys)
     if isinstance(value, _KEYS):  # a view kept of a dict's keys or items (`KEYS = D.keys()`)
         keys = tuple(k for k, _ in value) if isinstance(value, _ITEMS) else tuple(value)
         return keys if len(keys) <= 256 else len(keys)

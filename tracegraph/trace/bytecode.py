@@ -39,32 +39,17 @@ def nested(codes: Iterable[types.CodeType]) -> Iterator[types.CodeType]:
             stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
 
 
-def stored_names(codes: Iterable[types.CodeType], module: str = "",
-                 owned: bool = False) -> frozenset[str]:
+def stored_names(codes: Iterable[types.CodeType], module: str = "") -> frozenset[str]:
     """The attributes and globals the code (and the code nested in it) assigns or deletes
     (`self.calls += 1`, `global STEP; STEP += 1`; globals as "global NAME", or
-    "global MODULE:NAME" for code of another module than the traced function's).
-    `owned` (code the traced function called): the attributes and containers a method
-    changes as "CLASS:..." (`Warmup:lr`): another object's that shares the name stays
-    checked."""
-    stored: set[str] = set()
-    for top in codes:
-        cls = owner_class(top) if owned else None
-        for entry in _stored([top], module):
-            # (an attribute, or a container held by one: `self.lr`, `self.kv.append`)
-            mine = " " not in entry or (entry.startswith("mutated ") and ">" in entry)
-            stored.add(f"{cls}:{entry}" if cls and mine else entry)
-    return frozenset(stored)
+    "global MODULE:NAME" for code of another module than the traced function's)."""
+    return frozenset(_stored(codes, module))
 
 
-def owner_class(code: types.CodeType) -> str | None:
-    """The name of the class whose method this code is (or is nested in), from its
-    qualified name (`Warmup.update`, `Warmup.update.<locals>.<listcomp>`); None for a
-    function."""
-    parts = getattr(code, "co_qualname", code.co_name).split(".")
-    while "<locals>" in parts[1:] and parts[-1].startswith("<"):  # a comprehension or lambda
-        parts = parts[:len(parts) - 1 - parts[::-1].index("<locals>")]
-    return parts[-2] if len(parts) >= 2 and parts[-2] != "<locals>" else None
+def on_itself(entry: str) -> bool:
+    """Is this stored_names entry an attribute, or a container held by one (`self.lr`,
+    `self.kv.append`): what a called method changes on the object it runs on?"""
+    return " " not in entry or (entry.startswith("mutated ") and ">" in entry)
 
 
 def _stored(codes: Iterable[types.CodeType], module: str) -> set[str]:

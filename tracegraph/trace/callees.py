@@ -55,12 +55,15 @@ class Scope:
 
 
 class Callees:
-    """While entered: record each Python function the thread runs (its code and globals),
-    outside libraries and the standard library. Through sys.monitoring where there is one
-    (Python 3.12+: each function once, then its event is off), else a trace function."""
+    """While entered: record each Python function of the user's the thread runs (its code
+    and globals, and the objects it ran on: its first arguments), not the code of libraries
+    or of the standard library. Through sys.monitoring where there is one (Python 3.12+;
+    library code's event is turned off after its first call), else a trace function."""
 
     def __init__(self) -> None:
         self.found: dict[types.CodeType, dict] = {}
+        self.selves: dict[types.CodeType, dict[int, Any]] = {}  # code -> first arguments
+        self._library: dict[types.CodeType, bool] = {}
         self._previous: Any = None
         self._monitored = False
         self.interrupted = False  # something replaced the trace function halfway
@@ -82,22 +85,39 @@ class Callees:
             self.interrupted = True
 
     def _event(self, frame: types.FrameType, event: str, arg: Any) -> Any:
-        code = frame.f_code
-        if code not in self.found:
-            self.found[code] = frame.f_globals
+        self.saw(frame)
         # a debugger's or coverage's trace function goes on seeing what it saw
         return self._previous(frame, event, arg) if self._previous is not None else None
 
-    def user_code(self) -> list[tuple[types.CodeType, dict]]:
-        """The user's functions that ran, with their globals."""
-        return [(code, scope) for code, scope in self.found.items()
-                if not library_code(code, scope)]
+    def saw(self, frame: types.FrameType) -> bool:
+        """Record a function starting (or resuming) in `frame`; is it library code?"""
+        code = frame.f_code
+        library = self._library.get(code)
+        if library is None:
+            library = self._library[code] = library_code(code, frame.f_globals)
+            if not library:
+                self.found[code] = frame.f_globals
+        if not library and code.co_argcount:
+            selves = self.selves.setdefault(code, {})
+            if len(selves) < _SELVES:
+                first = frame.f_locals.get(code.co_varnames[0], selves)
+                if first is not selves:
+                    selves[id(first)] = first
+        return library
+
+    def user_code(self) -> list[tuple[types.CodeType, dict, tuple]]:
+        """The user's functions that ran, with their globals and the objects they ran on."""
+        return [(code, scope, tuple(self.selves.get(code, {}).values()))
+                for code, scope in self.found.items()]
+
+
+_SELVES = 16  # objects recorded per function (the instances a method ran on)
 
 
 class _Monitor:
-    """One sys.monitoring tool for the threads that trace: a function's start is recorded
-    for the thread tracing it. Its event is turned off after that only while one thread
-    traces (off is for every thread), and turned on again when a trace starts."""
+    """One sys.monitoring tool for the threads that trace: a function's start or resumption
+    is recorded for the thread tracing it. Library code's events are turned off for good
+    (they are never needed); the user's stay on, so every trace sees every call."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -116,11 +136,11 @@ class _Monitor:
                 if self.tool is None:  # both taken (by other tools): a trace function
                     return False
                 monitoring.use_tool_id(self.tool, "tracegraph")
-                monitoring.register_callback(self.tool, monitoring.events.PY_START,
-                                             self._started)
-                monitoring.set_events(self.tool, monitoring.events.PY_START)
+                for event in (monitoring.events.PY_START, monitoring.events.PY_RESUME):
+                    monitoring.register_callback(self.tool, event, self._started)
+                monitoring.set_events(self.tool, monitoring.events.PY_START |
+                                      monitoring.events.PY_RESUME)
             self.active[threading.get_ident()] = callees
-            monitoring.restart_events()  # functions an earlier trace saw: again
         return True
 
     def stop(self) -> None:
@@ -129,22 +149,23 @@ class _Monitor:
             self.active.pop(threading.get_ident(), None)
             if not self.active and self.tool is not None:
                 monitoring.set_events(self.tool, 0)
-                monitoring.register_callback(self.tool, monitoring.events.PY_START, None)
+                for event in (monitoring.events.PY_START, monitoring.events.PY_RESUME):
+                    monitoring.register_callback(self.tool, event, None)
                 monitoring.free_tool_id(self.tool)
                 self.tool = None
 
     def _started(self, code: types.CodeType, offset: int) -> Any:  # noqa: ARG002
         callees = self.active.get(threading.get_ident())
-        if callees is None:  # another thread: it may run this function in its trace later
+        frame: types.FrameType | None = sys._getframe(1)
+        while frame is not None and frame.f_code is not code:
+            frame = frame.f_back
+        if frame is None:
             return None
-        if code not in callees.found:
-            frame: types.FrameType | None = sys._getframe(1)
-            while frame is not None and frame.f_code is not code:
-                frame = frame.f_back
-            if frame is None:
-                return None
-            callees.found[code] = frame.f_globals
-        return sys.monitoring.DISABLE if len(self.active) == 1 else None  # type: ignore[attr-defined]
+        if callees is None:  # another thread: library code is off for good, the user's not
+            library = library_code(code, frame.f_globals)
+        else:
+            library = callees.saw(frame)
+        return sys.monitoring.DISABLE if library else None  # type: ignore[attr-defined]
 
 
 _MONITOR = _Monitor()

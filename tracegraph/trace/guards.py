@@ -8,7 +8,7 @@ holds (api.py traces again where not), a direct replay by identity in C
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ import numpy as np
 from ..pytree import container_shape
 from ..signature import arguments
 from ..signature.call import static_key
-from .bytecode import code_names, codes_of, stored_names
+from .bytecode import code_names, codes_of, on_itself, stored_names
 from .callees import Scope
 from .paths import (
     GONE,
@@ -69,7 +69,10 @@ class ValueGuard:
         return GONE
 
     def holds(self, fn: Callable, leaves: list) -> bool:
-        return value_key(self.ref.resolve(fn, leaves)) == self.key
+        try:  # (a value whose `==` raises: another value)
+            return bool(value_key(self.ref.resolve(fn, leaves)) == self.key)
+        except Exception:
+            return False
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,10 @@ class ContentsGuard:
         return GONE
 
     def holds(self, fn: Callable, leaves: list) -> bool:
-        return contents_key(self.ref.resolve(fn, leaves)) == self.key
+        try:
+            return bool(contents_key(self.ref.resolve(fn, leaves)) == self.key)
+        except Exception:
+            return False
 
 
 _CONTENTS = 1 << 16
@@ -173,7 +179,7 @@ def stale_guard(program: Any, fn: Callable, leaves: list) -> Any:
 
 def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any],
                 name: str, where: str, held: list[Any], kernels: list[Any],
-                callees: list[tuple[Any, dict]] = (),  # type: ignore[assignment]
+                callees: list[tuple[Any, dict, tuple]] = (),  # type: ignore[assignment]
                 touched: list[Any] = ()) -> tuple[Any, ...]:  # type: ignore[assignment]
     """A guard for every path that finds a captured array, or an array holding it (a view
     the function took: `W[2:]`): all of them, since the code may read any one (aliases,
@@ -188,23 +194,27 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     targets = {id(a): a for a in captured}
     held_ids = {id(h) for h in held}
     kernel_ids = {id(k) for k in kernels}
-    names, stored, scopes = _names(fn, callees)
+    names, stored, scopes, owned = _names(fn, callees)
     cut: list[str] = []
     guards: list[Any] = []
     holders: list[Guard] = []  # paths to other device arrays: views' bases
     host_holders: list[Guard] = []  # paths to host arrays: a held slice's base (T[:4])
-    ran = frozenset(code for code, _ in callees)
+    ran = frozenset(code for code, _, _ in callees)
     found = list(search(fn, leaves, paths, names, kernel_ids, cut, scopes, ran))
     keys = _held_keys(found, names)
     if keys:  # strings the code names that key a dict it reaches (`HP[KEY]`): look again
         names, cut = names | keys, []
         found = list(search(fn, leaves, paths, names, kernel_ids, cut, scopes, ran))
+    keeps: list[str] = []  # values it reads and sets itself
     for ref, value in found:
         info = None if is_value(value) or id(value) in kernel_ids or \
             container_shape(value) is not None else arguments.describe(value)
         if info is None:
-            guards += _python_state(fn, ref, value, names, stored, kernel_ids,
-                                    holder_classes(fn, leaves, ref, stored))
+            holder = _holder(fn, leaves, ref)
+            guards += _python_state(fn, ref, value, names, stored, kernel_ids, holder, owned)
+            if is_value(value) and ref.steps and named(ref, names) and \
+                    kept(ref, stored, holder, owned):
+                keeps.append(ref.describe())
         elif id(value) in held_ids:
             if named(ref, names):
                 guards.append(Guard(ref, value, info))
@@ -217,7 +227,7 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
             guards += [g for g in _holders(arguments.describe(h), host_holders)
                        if named(g.ref, names)]
     guards += _contents(host_holders, touched, names, stored,
-                        lambda ref: holder_classes(fn, leaves, ref, stored))
+                        lambda ref: (_holder(fn, leaves, ref), owned))
     missing = []
     for k, a in targets.items():
         mine = [g for g in guards if id(g.array) == k] or \
@@ -227,28 +237,30 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
             missing.append(a)  # only aliases the code never names: its own path is unseen
         guards += [g for g in mine if id(g.array) != k]
     _warn(name, where, cut, missing)
+    if keeps:
+        warnings.warn(f"tracegraph: {name} reads {', '.join(sorted(set(keeps))[:3])}, which it "
+                      "(or a function it calls) also sets: that Python runs only when it "
+                      "traces, so replays keep the value the trace left, and repeat what the "
+                      "trace did with the value it read (a flag cleared after a reset resets "
+                      "on every replay). Keep such state outside the traced function, or "
+                      f"pass it as an argument (traced at {where})", UserWarning, stacklevel=3)
     return tuple(guards)
 
 
-def holder_classes(fn: Callable, leaves: list, ref: HostRef,
-                   stored: frozenset[str]) -> tuple[str, ...]:
-    """The names of the classes of the object holding the end of `ref` (for what methods
-    the function called store: paths.changed, paths.kept); () where none stored any."""
-    if not ref.steps or not any(":" in e and not e.startswith("global ") for e in stored):
-        return ()
-    holder = HostRef(ref.root, ref.steps[:-1]).resolve(fn, leaves)
-    return () if holder is GONE else tuple(c.__name__ for c in type(holder).__mro__)
+def _holder(fn: Callable, leaves: list, ref: HostRef) -> Any:
+    """The object holding the end of `ref` (GONE for a root)."""
+    return HostRef(ref.root, ref.steps[:-1]).resolve(fn, leaves) if ref.steps else GONE
 
 
 def _contents(host_holders: list[Guard], touched: list[Any], names: frozenset[str],
-              stored: frozenset[str], classes: Callable) -> list[ContentsGuard]:
+              stored: frozenset[str], whose: Callable) -> list[ContentsGuard]:
     """A ContentsGuard for each host array the code names (not an argument itself) that
     shares no memory with one the graph copies or writes, nor is changed by the function."""
     extents = [i.extent for i in map(arguments.describe, touched) if i is not None]
     return [ContentsGuard(g.ref, contents_key(g.array)) for g in host_holders  # type: ignore[arg-type]
             if (g.ref.steps or g.ref.root[0] != "leaf") and named(g.ref, names)
-            and not kept(g.ref, stored, classes(g.ref))
-            and not changed(g.ref, stored, classes(g.ref))
+            and not kept(g.ref, stored, *whose(g.ref))
+            and not changed(g.ref, stored, *whose(g.ref))
             and not any(lo < g.info.extent[1] and g.info.extent[0] < hi for lo, hi in extents)]
 
 
@@ -257,7 +269,7 @@ def _held_keys(found: list[tuple[HostRef, Any]], names: frozenset[str]) -> froze
     the code holds ("[lr]"): it may look them up (`HP[KEY]`)."""
     strings = {v for r, v in found if isinstance(v, str) and f"[{v}]" not in names
                and named(r, names)}
-    dicts = [v for _, v in found if isinstance(v, dict)] if strings else []
+    dicts = [v for _, v in found if isinstance(v, Mapping)] if strings else []
     return frozenset(f"[{k}]" for k in strings if any(_has(d, k) for d in dicts))
 
 
@@ -268,24 +280,28 @@ def _has(d: dict, key: str) -> bool:
         return False
 
 
-def _names(fn: Callable, callees: list[tuple[Any, dict]]
-           ) -> tuple[frozenset[str], frozenset[str], tuple[Scope, ...]]:
-    """The names the function and the functions it ran use, what they change, and the
-    other modules whose globals those read."""
+def _names(fn: Callable, callees: list[tuple[Any, dict, tuple]]
+           ) -> tuple[frozenset[str], frozenset[str], tuple[Scope, ...], dict[str, set[int]]]:
+    """The names the function and the functions it ran use; what it changes; the other
+    modules whose globals those read; and what the functions it ran change on the objects
+    they ran on (an attribute or container -> those objects' ids)."""
     own = getattr(function_of(fn), "__globals__", None)
     by_module: dict[int, tuple[dict, list]] = {}
-    for code, scope in callees:
+    owned: dict[str, set[int]] = {}
+    for code, scope, selves in callees:
         by_module.setdefault(id(scope), (scope, []))[1].append(code)
+        for entry in stored_names([code]):
+            if on_itself(entry):
+                owned.setdefault(entry, set()).update(id(s) for s in selves)
     names, stored = set(code_names(codes_of(fn))), set(stored_names(codes_of(fn)))
     scopes = []
     for scope, cs in by_module.values():
         names |= code_names(cs)
-        if scope is own:
-            stored |= stored_names(cs, owned=True)
-        else:
+        if scope is not own:
             scopes.append(Scope(scope, code_names(cs)))
-            stored |= stored_names(cs, scopes[-1].name, owned=True)
-    return frozenset(names), frozenset(stored), tuple(scopes)
+        stored |= {e for e in stored_names(cs, scopes[-1].name if scope is not own else "")
+                   if not on_itself(e)}
+    return frozenset(names), frozenset(stored), tuple(scopes), owned
 
 
 def _warn(name: str, where: str, cut: list[str], missing: list[Any]) -> None:
@@ -306,22 +322,22 @@ def _warn(name: str, where: str, cut: list[str], missing: list[Any]) -> None:
 
 
 def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
-                  stored: frozenset[str], kernel_ids: set[int],
-                  classes: tuple[str, ...]) -> list[Any]:
+                  stored: frozenset[str], kernel_ids: set[int], holder: Any,
+                  owned: dict[str, set[int]]) -> list[Any]:
     """The guard of a value, kernel or container found at `ref`, if it needs one. An
     argument itself is in the signature already; so is an argument's own structure."""
     if id(value) in kernel_ids:
         return [KernelGuard(ref, value, fast_check(fn, ref, value))] \
             if named(ref, names) else []
     if not (ref.steps or ref.root[0] != "leaf") or not named(ref, names) or \
-            kept(ref, stored, classes):
+            kept(ref, stored, holder, owned):
         return []
     # a container the code names: its length or keys may decide what the trace launched
     # (`for g in LAYERS`, `if "wd" in OPT`, `len(T)`, however it reads them), unless the
     # function changes it itself (its length follows the traces); a list, tuple or set of
     # at most _ITEMS numbers by its values too (`for s in SCALES`)
     if container_shape(value) is not None and not is_value(value):
-        if changed(ref, stored, classes):
+        if changed(ref, stored, holder, owned):
             return []
         # (its items: a few numbers, however the code reads them: walked by a helper under
         # another name, through a local alias, np.prod(C), C[IDX])
@@ -336,7 +352,8 @@ def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
     last = ref.steps[-1:]
     walk = bool(last) and walked(HostRef(ref.root, ref.steps[:-1]), stored)
     partial = any(how == "()" for how, _ in ref.steps)  # what a functools.partial passes
-    if is_value(value) and (not last or last[0][0] == "." or walk or partial or (
+    keyed = isinstance(holder, Mapping) and not isinstance(last[0][1], str) if last else False
+    if is_value(value) and (not last or last[0][0] == "." or walk or partial or keyed or (
             isinstance(last[0][1], str) and f"[{last[0][1]}]" in names)):
         return [ValueGuard(ref, value_key(value), fast_check(fn, ref, value))]
     return []

@@ -5,13 +5,14 @@ breadth first within bounds. trace/guards.py keeps the paths that find what a gr
 depends on."""
 from __future__ import annotations
 
+import array
 import enum
 import functools
 import inspect
 import itertools
 import types
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -222,23 +223,38 @@ def walked(ref: HostRef, stored: frozenset[str]) -> bool:
         isinstance(ref.steps[-1][1], int) and walked(HostRef(ref.root, ref.steps[:-1]), stored)
 
 
-def changed(ref: HostRef, stored: frozenset[str], classes: tuple[str, ...] = ()) -> bool:
+def changed(ref: HostRef, stored: frozenset[str], holder: Any = None,
+            owned: dict[str, set[int]] | None = None) -> bool:
     """Does the function change this path's container itself (stored_names: by its name
-    and the name of what holds it)? Its length then follows the traces, not the caller."""
+    and the name of what holds it), or a container holding it (`TIMES.setdefault(k,
+    []).append(dt)`: TIMES["fwd"])? Its length then follows the traces, not the caller.
+    `holder`, `owned`: a called function changing it on the object it ran on (_by)."""
+    for n in range(len(ref.steps), -1, -1):
+        if _changed_here(HostRef(ref.root, ref.steps[:n]), stored,
+                         holder if n == len(ref.steps) else GONE, owned):
+            return True
+    return False
+
+
+def _changed_here(ref: HostRef, stored: frozenset[str], holder: Any,
+                  owned: dict[str, set[int]] | None) -> bool:
     if not ref.steps:
         return f"mutated {ref.root[1]}" in stored
     if len(ref.steps) == 1:
-        holder = ref.root[2] if ref.root[0] == "leaf" else ref.root[1]
+        name = ref.root[2] if ref.root[0] == "leaf" else ref.root[1]
     else:
         how, key = ref.steps[-2]
-        holder = key if how == "." else f"[{key}]"
-    return _by(f"mutated {holder}>{_last_name(ref)}", stored, classes)
+        name = key if how == "." else f"[{key}]"
+    return _by(f"mutated {name}>{_last_name(ref)}", stored, holder, owned)
 
 
-def _by(entry: str, stored: frozenset[str], classes: tuple[str, ...]) -> bool:
-    """Did the traced function store this, or a method of one of `classes` (the classes of
-    the object holding what was stored) that it called?"""
-    return entry in stored or any(f"{c}:{entry}" in stored for c in classes)
+def _by(entry: str, stored: frozenset[str], holder: Any,
+        owned: dict[str, set[int]] | None) -> bool:
+    """Did the traced function store this, or a function it called, on the object it ran
+    on (`holder`, the object holding what was stored: a Warmup's own `self.lr`, not the
+    Trainer's)?"""
+    return entry in stored or (owned is not None and holder is not GONE
+                               and id(holder) in owned.get(entry, ()))
 
 
 def _last_name(ref: HostRef) -> str:
@@ -246,16 +262,22 @@ def _last_name(ref: HostRef) -> str:
     return last if how == "." else f"[{last}]"
 
 
-def kept(ref: HostRef, stored: frozenset[str], classes: tuple[str, ...] = ()) -> bool:
+def kept(ref: HostRef, stored: frozenset[str], holder: Any = None,
+         owned: dict[str, set[int]] | None = None) -> bool:
     """Is this path's value state the function keeps (it assigns it: a counter), not a
-    value that picks what it launches? A global it assigns, or an attribute it assigns on
-    the object it works on (`self.calls += 1`, an argument's)."""
+    value that picks what it launches? A global it assigns, an attribute it assigns on
+    the object it works on (`self.calls += 1`, an argument's), or one a function it calls
+    assigns on the object that function ran on (`STATS.hit()` bumping `STATS.calls`)."""
     if not ref.steps:
         module = f"{ref.root[2].name}:" if len(ref.root) > 2 else ""
         return f"global {module}{ref.root[1]}" in stored
-    how, key = ref.steps[0]
-    return ref.root[0] in ("self", "object", "leaf") and len(ref.steps) == 1 and how == "." \
-        and _by(key, stored, classes)
+    how, key = ref.steps[-1]
+    if how != ".":
+        return False
+    if owned is not None and holder is not GONE and id(holder) in owned.get(key, ()):
+        return True
+    return ref.root[0] in ("self", "object", "leaf") and len(ref.steps) == 1 and \
+        key in stored
 
 
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), types.BuiltinFunctionType)
@@ -311,6 +333,10 @@ def children(value: Any, names: frozenset[str],
         yield ("()", "args"), value.args
         yield ("()", "keywords"), value.keywords
         return
+    if isinstance(value, Mapping) and not isinstance(value, dict):  # ChainMap, a proxy
+        for k in itertools.islice(value, _BREADTH):
+            yield ("[]", k), value[k]
+        return
     if isinstance(value, dict):
         # the keys the code holds first (`CFG["act"]` in a large config), then the others
         first = [n[1:-1] for n in names if n.startswith("[") and n[1:-1] in value]
@@ -321,7 +347,7 @@ def children(value: Any, names: frozenset[str],
                 yield ("[]", k), v
         if type(value) is dict:  # a subclass may give attributes too (CFG.lr of an EasyDict)
             return
-    if isinstance(value, (list, tuple, deque)):
+    if isinstance(value, (list, tuple, deque, array.array)):
         for i, v in enumerate(itertools.islice(value, _BREADTH)):
             yield ("[]", i), v
         return
