@@ -273,7 +273,7 @@ def _held_keys(found: list[tuple[HostRef, Any]], names: frozenset[str]) -> froze
     return frozenset(f"[{k}]" for k in strings if any(_has(d, k) for d in dicts))
 
 
-def _has(d: dict, key: str) -> bool:
+def _has(d: Mapping, key: str) -> bool:
     try:
         return key in d
     except Exception:  # a dict subclass whose lookup raises
