@@ -185,5 +185,45 @@ class Lazy:
 
 def test_state_the_function_reads_and_sets_is_said(backend):
     f, x = tg.compile(Lazy().step, backend=backend), _ones()
-    with pytest.warns(UserWarning, match=r"reads self\.ready, which it .*also sets"):
+    with pytest.warns(UserWarning, match=r"names self\.ready, which it .*also sets"):
         f(x)
+
+
+T4 = np.array([1.0, 1.0, 1.0, 2.0])
+
+
+def test_a_host_array_copied_in_and_also_read_in_python(backend):
+    from small_kernels import iadd
+
+    def step(x):
+        iadd[1, 32](x, cuda.to_device(T4))  # the copy follows T4's contents
+        iscale[1, 32](x, float(T4.max()))  # this value is read at trace time
+
+    f, x = tg.compile(step, backend=backend), cuda.to_device(np.zeros(4))
+    f(x)  # (0 + T4) * 2 = [2, 2, 2, 4]
+    T4[3] = 3.0
+    try:
+        f(x)  # (x + T4) * 3 = [9, 9, 9, 21]
+    finally:
+        T4[3] = 2.0
+    np.testing.assert_allclose(x.copy_to_host(), [9.0, 9.0, 9.0, 21.0])
+
+
+HELD = np.ones(4)
+
+
+def test_a_host_array_only_copied_in_follows_in_place_changes_without_tracing(backend):
+    from small_kernels import iadd
+
+    def step(x):
+        iadd[1, 32](x, cuda.to_device(HELD))
+
+    f, x = tg.compile(step, backend=backend), _ones()
+    f(x)
+    HELD[:] = 5.0
+    try:
+        f(x)
+    finally:
+        HELD[:] = 1.0
+    np.testing.assert_allclose(x.copy_to_host(), 7.0)
+    assert len(f.compiled) == 1

@@ -124,3 +124,37 @@ _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "
                        "setdefault", "popitem", "__setitem__", "__delitem__"})
 _NAMES = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF"})
 _NOISE = frozenset({"CACHE", "PRECALL", "PUSH_NULL", "RESUME", "NOP", "EXTENDED_ARG"})
+
+
+_COPIES = frozenset({"to_device", "copy_to_device"})
+_VALUE_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_FAST", "LOAD_ATTR",
+                          "LOAD_CLASSDEREF", "LOAD_FAST_CHECK"})
+
+
+def used_beyond_copies(codes: Iterable[types.CodeType]) -> frozenset[str]:
+    """The names the code loads other than as the array a host-to-device copy takes
+    (`cuda.to_device(T)`, `d.copy_to_device(self.T)`): a host array the graph copies in,
+    read in Python too (`T.max()`), bakes what the trace read of it."""
+    import dis
+    used: set[str] = set()
+    for code in nested(codes):
+        ops = [i for i in dis.get_instructions(code) if i.opname not in _NOISE]
+        for k, i in enumerate(ops):
+            if i.opname in _VALUE_LOADS and isinstance(i.argval, str) and \
+                    not _copied(ops, k):
+                used.add(i.argval)
+    return frozenset(used)
+
+
+def _copied(ops: list, k: int) -> bool:
+    """Is ops[k] the load of a copy's array: after the copy method (and the loads of what
+    holds the array, `self.cfg`), before the call or the next argument?"""
+    j = k - 1
+    while j >= 0 and ops[k].opname == "LOAD_ATTR" and ops[j].opname in _VALUE_LOADS and \
+            ops[j].argval not in _COPIES:  # what holds it: self.cfg.T
+        j -= 1
+    method = j >= 0 and ops[j].opname in ("LOAD_METHOD", "LOAD_ATTR") and \
+        ops[j].argval in _COPIES
+    after = ops[k + 1].opname if k + 1 < len(ops) else ""
+    return method and (after.startswith(("CALL", "KW_NAMES", "PRECALL")) or
+                       after in _VALUE_LOADS or after == "LOAD_CONST")

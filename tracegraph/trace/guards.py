@@ -4,21 +4,32 @@ and held host arrays, launched kernels, Python values, and the length, keys or i
 containers. Eagerly every call looks the names up again; a replay checks each guard still
 holds (api.py traces again where not), a direct replay by identity in C
 (`fast_check`). A captured array found by no path is named in a warning at trace time.
+The guards themselves are in trace/checks.py.
 """
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from ..pytree import container_shape
 from ..signature import arguments
-from ..signature.call import static_key
-from .bytecode import code_names, codes_of, on_itself, stored_names
+from .bytecode import code_names, codes_of, on_itself, stored_names, used_beyond_copies
 from .callees import Scope
+from .checks import (
+    _ITEMS,
+    VARIANTS,
+    ContentsGuard,
+    Guard,
+    KernelGuard,
+    ShapeGuard,
+    ValueGuard,
+    contents_key,
+    guarded_now,
+    shape_key,
+    stale_guard,
+    value_key,
+)
 from .paths import (
     GONE,
     HostRef,
@@ -31,150 +42,6 @@ from .paths import (
     search,
     walked,
 )
-
-
-@dataclass(frozen=True)
-class Guard:
-    """One captured array and a path that found it; holds it while the graph does."""
-    ref: HostRef
-    array: Any
-    info: arguments.ArrayInfo
-
-    def holds(self, fn: Callable, leaves: list) -> bool:
-        """Does the path still find this array over the same memory? (An object whose
-        storage can change in place, a torch Parameter, is described again.)"""
-        now = self.ref.resolve(fn, leaves)
-        if now is self.array and arguments.has_fixed_metadata(now):
-            return True
-        try:
-            info = arguments.describe(now) if now is not GONE else None
-        except Exception:  # a path that now finds something odd: not the array
-            return False
-        return info is not None and (info.ptr, info.shape, info.strides, info.dtype,
-                                     info.placement) == \
-            (self.info.ptr, self.info.shape, self.info.strides, self.info.dtype,
-             self.info.placement)
-
-
-@dataclass(frozen=True)
-class ValueGuard:
-    """A Python value the code names (a global `IDX`, `self.mode`) that may pick which
-    captured array a kernel gets (`WL[IDX]`): the graph holds while it is the same."""
-    ref: HostRef
-    key: tuple
-    check: tuple | None = None  # as KernelGuard's (trace.paths.fast_check)
-
-    @property
-    def array(self) -> Any:
-        return GONE
-
-    def holds(self, fn: Callable, leaves: list) -> bool:
-        try:  # (a value whose `==` raises: another value)
-            return bool(value_key(self.ref.resolve(fn, leaves)) == self.key)
-        except Exception:
-            return False
-
-
-@dataclass(frozen=True)
-class ShapeGuard:
-    """A list or dict the code names (`for g in LAYERS`, `if "wd" in OPT`): the launches a
-    trace records follow its length or keys, so the graph holds while they are the same."""
-    ref: HostRef
-    shape: Any
-    check: tuple | None = None  # as KernelGuard's (trace.paths.fast_check, shape=True)
-    values: bool = False  # the shape holds the items (a few numbers the code walks)
-
-    @property
-    def array(self) -> Any:
-        return GONE
-
-    def holds(self, fn: Callable, leaves: list) -> bool:
-        try:  # (keys whose `==` gives an array or raises: another shape)
-            return bool(shape_key(self.ref.resolve(fn, leaves), self.values) == self.shape)
-        except Exception:
-            return False
-
-
-def value_key(value: Any) -> Any:
-    """A Python value as a signature keys it; a tuple item by item (so (0.0,) and (-0.0,),
-    (3.0,) and (float32(3.0),) differ, as the scalars do)."""
-    if type(value) is tuple:
-        return ("tuple", tuple(static_key(v) for v in value))
-    return static_key(value)
-
-
-def shape_key(value: Any, values: bool) -> Any:
-    """What a ShapeGuard compares: a container's shape, its keys and items each keyed by
-    type and value as a signature keys a scalar (0.0 and -0.0, 3.0 and float32(3.0) and a
-    new NaN are told apart or not as there); None where that raises (a tensor key)."""
-    try:
-        if values:
-            keys = [static_key(v) for v in value]
-            return frozenset(keys) if isinstance(value, (set, frozenset)) else tuple(keys)
-        shape = container_shape(value)
-        return tuple(static_key(k) for k in shape) if isinstance(shape, tuple) else shape
-    except Exception:
-        return None
-
-
-@dataclass(frozen=True)
-class KernelGuard:
-    """A kernel the function launched and a name its code uses that found it (`step`,
-    `self.kernel`): rebinding the name (a notebook cell run again) launches the new kernel
-    eagerly, so the graph holds while the name finds the same kernel object."""
-    ref: HostRef
-    kernel: Any
-    # what a direct replay checks itself (trace.paths.fast_check)
-    check: tuple | None = None
-
-    @property
-    def array(self) -> Any:
-        return GONE
-
-    def holds(self, fn: Callable, leaves: list) -> bool:
-        return self.ref.resolve(fn, leaves) is self.kernel
-
-
-@dataclass(frozen=True)
-class ContentsGuard:
-    """A host NumPy array the code names and the graph neither copies nor writes (`COEF`
-    in `scale[g, b](x, COEF[0])`): what the trace read of it is baked into the graph, so
-    it holds while the path finds an array of the same contents (past _CONTENTS bytes: the
-    same memory, in-place changes unseen)."""
-    ref: HostRef
-    key: tuple
-
-    @property
-    def array(self) -> Any:
-        return GONE
-
-    def holds(self, fn: Callable, leaves: list) -> bool:
-        try:
-            return bool(contents_key(self.ref.resolve(fn, leaves)) == self.key)
-        except Exception:
-            return False
-
-
-_CONTENTS = 1 << 16
-_ITEMS = 64  # a list, tuple or set of at most this many numbers is checked item by item
-
-
-def contents_key(value: Any) -> tuple | None:
-    """A host array's dtype, shape and bytes (its memory past _CONTENTS bytes)."""
-    if not isinstance(value, np.ndarray):
-        return None
-    if value.nbytes > _CONTENTS:
-        return ("memory", _memory(value))
-    return ("contents", value.dtype.str, value.shape, np.ascontiguousarray(value).tobytes())
-
-
-VARIANTS = 3      # graphs kept per signature for what captured arrays' names find now
-
-
-def stale_guard(program: Any, fn: Callable, leaves: list) -> Any:
-    """The first guard of `program` whose path finds another array now (None: none)."""
-    return next((g for g in program.guards if not g.holds(fn, leaves)), None)
-
 
 
 def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any],
@@ -218,6 +85,7 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
         elif id(value) in held_ids:
             if named(ref, names):
                 guards.append(Guard(ref, value, info))
+                host_holders.append(Guard(ref, value, info))
         elif info.placement == arguments.DEVICE:
             (guards if id(value) in targets else holders).append(Guard(ref, value, info))
         else:
@@ -226,7 +94,8 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
         if not any(g.array is h for g in guards):
             guards += [g for g in _holders(arguments.describe(h), host_holders)
                        if named(g.ref, names)]
-    guards += _contents(host_holders, touched, names, stored,
+    beyond = used_beyond_copies(codes_of(fn) + [c for c, _, _ in callees])
+    guards += _contents(host_holders, touched, names, stored, beyond,
                         lambda ref: (_holder(fn, leaves, ref), owned))
     missing = []
     for k, a in targets.items():
@@ -238,11 +107,11 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
         guards += [g for g in mine if id(g.array) != k]
     _warn(name, where, cut, missing)
     if keeps:
-        warnings.warn(f"tracegraph: {name} reads {', '.join(sorted(set(keeps))[:3])}, which it "
+        warnings.warn(f"tracegraph: {name} names {', '.join(sorted(set(keeps))[:3])}, which it "
                       "(or a function it calls) also sets: that Python runs only when it "
                       "traces, so replays keep the value the trace left, and repeat what the "
-                      "trace did with the value it read (a flag cleared after a reset resets "
-                      "on every replay). Keep such state outside the traced function, or "
+                      "trace did with any value it read there (a flag cleared after a reset "
+                      "resets on every replay). Keep such state outside the traced function, or "
                       f"pass it as an argument (traced at {where})", UserWarning, stacklevel=3)
     return tuple(guards)
 
@@ -253,15 +122,27 @@ def _holder(fn: Callable, leaves: list, ref: HostRef) -> Any:
 
 
 def _contents(host_holders: list[Guard], touched: list[Any], names: frozenset[str],
-              stored: frozenset[str], whose: Callable) -> list[ContentsGuard]:
-    """A ContentsGuard for each host array the code names (not an argument itself) that
-    shares no memory with one the graph copies or writes, nor is changed by the function."""
+              stored: frozenset[str], beyond: frozenset[str],
+              whose: Callable) -> list[ContentsGuard]:
+    """A ContentsGuard for each host array the code names (not an argument itself), not
+    changed by the function, that shares no memory with one the graph copies or writes,
+    or that the code also uses otherwise (`cuda.to_device(T)` then `T.max()`: the copy
+    follows T's contents, the value read at trace time does not)."""
     extents = [i.extent for i in map(arguments.describe, touched) if i is not None]
     return [ContentsGuard(g.ref, contents_key(g.array)) for g in host_holders  # type: ignore[arg-type]
             if (g.ref.steps or g.ref.root[0] != "leaf") and named(g.ref, names)
             and not kept(g.ref, stored, *whose(g.ref))
             and not changed(g.ref, stored, *whose(g.ref))
-            and not any(lo < g.info.extent[1] and g.info.extent[0] < hi for lo, hi in extents)]
+            and (_array_name(g.ref) in beyond or not any(
+                lo < g.info.extent[1] and g.info.extent[0] < hi for lo, hi in extents))]
+
+
+def _array_name(ref: HostRef) -> str:
+    """The last attribute or variable name on the path (`T` of `TABLES[IDX]`... `TABLES`)."""
+    for how, key in reversed(ref.steps):
+        if how == "." and isinstance(key, str):
+            return key
+    return str(ref.root[2] if ref.root[0] == "leaf" else ref.root[1])
 
 
 def _held_keys(found: list[tuple[HostRef, Any]], names: frozenset[str]) -> frozenset[str]:
@@ -372,26 +253,5 @@ def _holders(info: Any, holders: list[Guard]) -> list[Guard]:
     return [g for g in holders if g.info.extent[0] <= lo and hi <= g.info.extent[1]]
 
 
-def guarded_now(program: Any, fn: Callable, leaves: list) -> tuple:
-    """What each guard's path finds now (a value, or an array's memory and layout, so a
-    fresh view over the same memory is the same): the key of the graph for them."""
-    return tuple(_value_key(g.ref.resolve(fn, leaves)) if isinstance(g, ValueGuard) else
-                 ("kernel", id(g.ref.resolve(fn, leaves))) if isinstance(g, KernelGuard) else
-                 ("shape", shape_key(g.ref.resolve(fn, leaves), g.values))
-                 if isinstance(g, ShapeGuard) else
-                 contents_key(g.ref.resolve(fn, leaves)) if isinstance(g, ContentsGuard) else
-                 _memory(g.ref.resolve(fn, leaves)) for g in program.guards)
-
-
-def _value_key(value: Any) -> Any:
-    """A selector's value as a key (it may find an object now: `OVERRIDE = array`)."""
-    return value_key(value) if is_value(value) else \
-        ("object", _memory(value) or id(value))
-
-
-def _memory(value: Any) -> tuple | None:
-    try:
-        info = arguments.describe(value) if value is not GONE else None
-    except Exception:
-        return None
-    return None if info is None else (info.ptr, info.shape, info.strides, str(info.dtype))
+__all__ = ["VARIANTS", "ContentsGuard", "Guard", "KernelGuard", "ShapeGuard", "ValueGuard",
+           "find_guards", "guarded_now", "stale_guard"]

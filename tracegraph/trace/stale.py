@@ -1,4 +1,4 @@
-"""What a call says when a guard no longer holds (trace/guards.py): the error of a
+"""What a call says when a guard no longer holds (trace/checks.py): the error of a
 replay that cannot take a graph, the warning of a function traced again and again, and
 how a device argument's overlap with a captured array changed."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import warnings
 from typing import Any
 
 from ..errors import SignatureError
-from .guards import (
+from .checks import (
     VARIANTS,
     ContentsGuard,
     KernelGuard,
