@@ -1,8 +1,10 @@
 """The Python functions a traced function runs, however it reaches them (`self.scale()`,
 `layers.forward(x)`, a helper that returns the kernel to launch): eagerly each call runs
 them again and they read their own names again, so trace/guards.py follows the names they
-read as it does the traced function's own. Recorded with a trace function on the tracing
-thread (chained to a debugger's or coverage's), paused inside tracegraph's own work."""
+read as it does the traced function's own, and exempts what they change on the objects
+they run on. Recorded through sys.monitoring on Python 3.12+ (library code's events off
+after its first call), else with a trace function on the tracing thread (chained to a
+debugger's or coverage's, paused inside tracegraph's own work: `untraced`)."""
 from __future__ import annotations
 
 import functools
