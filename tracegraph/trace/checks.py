@@ -139,7 +139,7 @@ class ContentsGuard:
 
 
 _CONTENTS = 1 << 16
-_ITEMS = 64  # a list, tuple or set of at most this many numbers is checked item by item
+_ITEMS = 256  # a list, tuple or set of at most this many numbers is checked item by item
 
 
 def contents_key(value: Any) -> tuple | None:

@@ -8,6 +8,7 @@ The guards themselves are in trace/checks.py.
 """
 from __future__ import annotations
 
+import types
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -207,7 +208,7 @@ def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
                   owned: dict[str, set[int]]) -> list[Any]:
     """The guard of a value, kernel or container found at `ref`, if it needs one. An
     argument itself is in the signature already; so is an argument's own structure."""
-    if id(value) in kernel_ids:
+    if id(value) in kernel_ids or isinstance(value, types.FunctionType):  # (one that ran)
         return [KernelGuard(ref, value, fast_check(fn, ref, value))] \
             if named(ref, names) else []
     if not (ref.steps or ref.root[0] != "leaf") or not named(ref, names) or \

@@ -135,6 +135,8 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
                 continue
             if container_shape(value) is not None and seen.get(id(value), 0) < _ALIASES:
                 yield ref, value  # its length or keys may decide what the code launches
+            if isinstance(value, types.FunctionType) and value.__code__ in ran:
+                yield ref, value  # a function that ran: rebinding it runs other code
             deep = depth(ref.steps) >= _DEPTH
             if seen.get(id(value), 0) >= _ALIASES or not _worth_looking(value) or (
                     deep and (depth(ref.steps) >= _NAMED_DEPTH or not named(ref, names))):
@@ -369,5 +371,23 @@ def children(value: Any, names: frozenset[str],
                 continue
             if not isinstance(child, _FUNCTIONS):  # a kernel the class holds, too
                 yield (".", k), child
+    yield from _methods(value, ran)
+
+
+def _methods(value: Any, ran: frozenset) -> Iterator[tuple[tuple, Any]]:
+    """The methods of `value` that ran while the function traced, as the functions they
+    run (`layer.forward.__func__`): a subclass swapped in, a method rebound on the class or
+    set on the instance runs other code eagerly."""
+    for name in {code.co_name for code in ran}:
+        try:  # (not a property: evaluating it may have effects)
+            static = inspect.getattr_static(value, name, None)
+            fn = getattr(value, name) if isinstance(
+                static, (types.FunctionType, staticmethod, classmethod)) else None
+        except Exception:
+            continue
+        if isinstance(fn, types.MethodType) and fn.__func__.__code__ in ran:
+            yield ((".", name), ("()", "__func__")), fn.__func__
+        elif isinstance(fn, types.FunctionType) and fn.__code__ in ran:  # a staticmethod,
+            yield (".", name), fn  # or a function set on the instance
 
 
