@@ -130,3 +130,23 @@ def test_the_last_item_of_a_window_of_100_numbers(backend):
     finally:
         RECENT.append(1.0)
     np.testing.assert_allclose(x.copy_to_host(), 0.5)
+
+
+class Gen:
+    def __init__(self):
+        self.temperature, self.top_k = 1.0, 4
+
+
+def test_a_replay_error_names_what_changed_against_the_closest_graph(backend):
+    gen = Gen()
+
+    def step(x):
+        iscale[1, 32](x, gen.temperature * gen.top_k)
+
+    f, x = tg.compile(step, backend=backend), _ones()
+    f(x)
+    gen.temperature = 2.0
+    f(x)  # a graph for temperature 2.0 beside the first
+    gen.top_k = 8  # only top_k differs from that one
+    with pytest.raises(tg.SignatureError, match="top_k holds another value"):
+        f.replay(x)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -32,7 +31,7 @@ from .signature import (
     static_key,
 )
 from .trace import aliased_inputs, trace_function, user_location
-from .trace.stale import VARIANTS, guarded_now, overlap_said, retraced, stale_error, stale_guard
+from .trace import stale as staleness
 
 log = logging.getLogger("tracegraph.api")
 
@@ -141,7 +140,7 @@ class CompiledFunction:
             self._run(call, None, compile_missing=True, launch=False)
             return
         sizes = sorted(self._spec.sizes(), reverse=True)
-        for b in _progress(sizes, f"tracegraph: warming up {self.__qualname__}"):
+        for b in dynamic.progress(sizes, f"tracegraph: warming up {self.__qualname__}"):
             resized = dynamic.resized_call(self._spec, call, b, self.__qualname__)
             leaves, paths, tree = resized
             self._run(self._calls.from_leaves(leaves, paths, tree, call.orders), None,
@@ -222,23 +221,27 @@ class CompiledFunction:
     def _still_found(self, entry: Compiled | None, call: Call, compile_missing: bool) -> Any:
         """The entry, if every captured array's name (model.w, a global) still finds what it
         was traced with; else the graph traced for what they find now (a few kept beside)."""
-        stale = stale_guard(entry.program, self._fn, call.leaves) if entry else None
+        fn, leaves = self._fn, call.leaves
+        stale = staleness.stale_guard(entry.program, fn, leaves) if entry else None
         if stale is None or entry is None:
             return entry
-        # (entry.key: an overlap variant's own, so the overlap stays part of the key)
-        key = (*entry.key, ("captured now", guarded_now(entry.program, self._fn, call.leaves)))
+
+        def now() -> tuple:  # (entry.key: an overlap variant's own, so the overlap stays)
+            return (*entry.key, ("captured now", staleness.guarded_now(entry.program, fn, leaves)))
+        key = now()
         variant = self._cache.get(key)
-        if variant is not None and stale_guard(variant.program, self._fn, call.leaves) is None:
+        if variant is not None and staleness.stale_guard(variant.program, fn, leaves) is None:
             return variant
-        if not compile_missing:
-            raise stale_error(stale, self.__qualname__)
+        if not compile_missing:  # (named against the graph kept that differs least)
+            closest = staleness.closest_stale(self._cache, entry, fn, leaves)
+            raise staleness.stale_error(closest or stale, self.__qualname__)
         with self._lock:
-            self._cache.room_for_variant(entry.key, key, VARIANTS)
-            self._retraces = retraced(self.__qualname__, stale, self._retraces + 1)
+            self._cache.room_for_variant(entry.key, key, staleness.VARIANTS)
+            self._retraces = staleness.retraced(self.__qualname__, stale, self._retraces + 1)
         compiled = self._compile(call.with_key(key))
         # keyed by what the paths find after its trace, which may have changed them itself
         # (a counter a called function bumps): what the next call finds
-        after = (*entry.key, ("captured now", guarded_now(entry.program, self._fn, call.leaves)))
+        after = now()
         with self._lock:
             if after != key and compiled.key == key:
                 compiled = self._cache.rekey(entry.key, key, after) or compiled
@@ -332,7 +335,7 @@ class CompiledFunction:
         diffs = device_diffs(best.key, call) or \
             describe_mismatch(best.program, call, self._calls.positional_names)
         if best.key == call.key and best.captured:  # same arguments, other captured overlap
-            diffs = [overlap_said(best.program, call)]
+            diffs = [staleness.overlap_said(best.program, call)]
         known = len(self._cache)
         return SignatureError(f"{name}.replay() got arguments that match none of its {known} "
                               f"compiled signature(s): " + "; ".join(diffs),
@@ -372,17 +375,6 @@ def _same_objects(args: tuple, leaves: list) -> bool:
 
 def _dynamic_spec(dynamic_: Any, buckets: Any, max_size: Any, pad: Any, grow: bool) -> Any:
     return dynamic.DynamicSpec.make(dynamic_, buckets, max_size, pad, grow)
-
-
-def _progress(items: list, what: str) -> Any:
-    """A progress bar on a terminal (tqdm, where installed), the items as they are else."""
-    if not sys.stderr.isatty():
-        return items
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return items
-    return tqdm(items, desc=what, unit="graph")
 
 
 def compile(fn: Callable | None = None, *, backend: str = "auto",

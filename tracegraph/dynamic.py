@@ -9,6 +9,7 @@ on every call instead of being baked into the graph.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -343,3 +344,15 @@ def resized_call(spec: DynamicSpec, call: Any, b: int, qualname: str) -> tuple:
         else:
             leaves[i] = _padded(x, info, axis, n, b, 0, True)
     return leaves, call.paths, call.tree
+
+
+def progress(items: list, what: str) -> Any:
+    """A progress bar on a terminal (tqdm, where installed) over the buckets a warmup
+    compiles; the items as they are else."""
+    if not sys.stderr.isatty():
+        return items
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return items
+    return tqdm(items, desc=what, unit="graph")

@@ -17,7 +17,8 @@ from .checks import (
     stale_guard,
 )
 
-__all__ = ["VARIANTS", "guarded_now", "overlap_said", "retraced", "stale_error", "stale_guard"]
+__all__ = ["VARIANTS", "closest_stale", "guarded_now", "overlap_said", "retraced",
+           "stale_error", "stale_guard"]
 
 _RETRACES = 8     # traces for moved captured arrays before a warning says what to do
 
@@ -66,3 +67,12 @@ def overlap_said(program: Any, call: Any) -> str:
                     f"device array {program.buffers[captured].name} that a kernel captures "
                     "(a global or closure variable), unlike in the compiled call")
     return "; ".join(said) or "a device argument overlaps a captured array differently"
+
+
+def closest_stale(cache: Any, entry: Any, fn: Any, leaves: list) -> Any:
+    """The first guard that no longer holds of the graph kept for this signature (the
+    first one or a variant) that has the fewest such: what a replay's error names."""
+    kept = [entry] + [cache.entries[k] for k in cache.variants.get(entry.key, ())
+                      if k in cache.entries]
+    best = min(kept, key=lambda c: sum(not g.holds(fn, leaves) for g in c.program.guards))
+    return stale_guard(best.program, fn, leaves)
