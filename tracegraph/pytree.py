@@ -33,26 +33,17 @@ def register_pytree_node(cls: type, flatten: Callable[[Any], tuple[Any, Any]],
 
 
 def _register_dataclass(cls: type) -> None:
+    # by its init fields only: a value it holds beyond them (set in __post_init__, an
+    # init=False field) is made again when it is rebuilt (docs/sharp-edges.md); as leaves
+    # they would make a lock, a logger or a timestamp part of every call's signature
     names = tuple(f.name for f in dataclasses.fields(cls) if f.init)
-
-    def flatten(obj: Any) -> tuple[list, tuple, tuple]:
-        # its init fields, then what else it holds (set in __post_init__, init=False
-        # fields, set later): the function reads those too, so they are leaves as well
-        extra = tuple(sorted(k for k in getattr(obj, "__dict__", {}) if k not in names))
-        return [getattr(obj, n) for n in names + extra], extra, names + extra
-
-    def unflatten(extra: tuple, children: Any) -> Any:
-        children = list(children)
-        obj = cls(**dict(zip(names, children)))
-        for k, v in zip(extra, children[len(names):]):
-            object.__setattr__(obj, k, v)  # (frozen ones too)
-        return obj
-
     with _register_lock:
         if cls in _dataclasses_seen:
             return
-        optree.register_pytree_node(cls, flatten, unflatten, namespace=NAMESPACE,
-                                    path_entry_type=optree.GetAttrEntry)
+        optree.register_pytree_node(
+            cls, lambda obj: ([getattr(obj, n) for n in names], None, names),
+            lambda _, children: cls(**dict(zip(names, children))), namespace=NAMESPACE,
+            path_entry_type=optree.GetAttrEntry)
         _dataclasses_seen.add(cls)
         _leaf_types.clear()
 

@@ -133,17 +133,32 @@ _VALUE_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_FAST",
 
 def used_beyond_copies(codes: Iterable[types.CodeType]) -> frozenset[str]:
     """The names the code loads other than as the array a host-to-device copy takes
-    (`cuda.to_device(T)`, `d.copy_to_device(self.T)`): a host array the graph copies in,
-    read in Python too (`T.max()`), bakes what the trace read of it."""
+    (`cuda.to_device(T)`, `d.copy_to_device(self.T)`) or for its layout only (`T.shape`,
+    `len(T)`): a host array read in Python (`T.max()`, `T[0]`) bakes what the trace read."""
     import dis
     used: set[str] = set()
     for code in nested(codes):
         ops = [i for i in dis.get_instructions(code) if i.opname not in _NOISE]
         for k, i in enumerate(ops):
             if i.opname in _VALUE_LOADS and isinstance(i.argval, str) and \
-                    not _copied(ops, k):
+                    not _copied(ops, k) and not _layout_only(ops, k):
                 used.add(i.argval)
     return frozenset(used)
+
+
+_LAYOUT = frozenset({"shape", "dtype", "size", "ndim", "nbytes", "itemsize", "strides",
+                     "flags"})
+
+
+def _layout_only(ops: list, k: int) -> bool:
+    """Is ops[k] a load whose value only gives its layout (`H.shape`, `H.dtype`, `len(H)`),
+    which does not follow its contents?"""
+    after = ops[k + 1] if k + 1 < len(ops) else None
+    if after is not None and after.opname == "LOAD_ATTR" and after.argval in _LAYOUT:
+        return True
+    before = ops[k - 1] if k else None
+    return before is not None and before.opname in ("LOAD_GLOBAL", "LOAD_NAME") and \
+        before.argval == "len" and after is not None and after.opname.startswith("CALL")
 
 
 def _copied(ops: list, k: int) -> bool:

@@ -96,7 +96,7 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
             guards += [g for g in _holders(arguments.describe(h), host_holders)
                        if named(g.ref, names)]
     beyond = used_beyond_copies(codes_of(fn) + [c for c, _, _ in callees])
-    guards += _contents(host_holders, touched, names, stored, beyond,
+    guards += _contents(fn, host_holders, touched, names, stored, beyond,
                         lambda ref: (_holder(fn, leaves, ref), owned))
     missing = []
     for k, a in targets.items():
@@ -122,20 +122,25 @@ def _holder(fn: Callable, leaves: list, ref: HostRef) -> Any:
     return HostRef(ref.root, ref.steps[:-1]).resolve(fn, leaves) if ref.steps else GONE
 
 
-def _contents(host_holders: list[Guard], touched: list[Any], names: frozenset[str],
-              stored: frozenset[str], beyond: frozenset[str],
-              whose: Callable) -> list[ContentsGuard]:
-    """A ContentsGuard for each host array the code names (not an argument itself), not
-    changed by the function, that shares no memory with one the graph copies or writes,
-    or that the code also uses otherwise (`cuda.to_device(T)` then `T.max()`: the copy
-    follows T's contents, the value read at trace time does not)."""
+def _contents(fn: Callable, host_holders: list[Guard], touched: list[Any],
+              names: frozenset[str], stored: frozenset[str], beyond: frozenset[str],
+              whose: Callable) -> list[Any]:
+    """For each host array the code names (not an argument itself) and does not change: a
+    ContentsGuard where the code reads it beyond copies and its layout (`T.max()`,
+    `COEF[0]`, even with `cuda.to_device(T)`: the copy follows T's contents, the value read
+    at trace time does not); else, where the graph does not copy it, a check that the name
+    finds the very array (`H.shape`, `len(H)`: its layout is then the same)."""
     extents = [i.extent for i in map(arguments.describe, touched) if i is not None]
-    return [ContentsGuard(g.ref, contents_key(g.array)) for g in host_holders  # type: ignore[arg-type]
-            if (g.ref.steps or g.ref.root[0] != "leaf") and named(g.ref, names)
-            and not kept(g.ref, stored, *whose(g.ref))
-            and not changed(g.ref, stored, *whose(g.ref))
-            and (_array_name(g.ref) in beyond or not any(
-                lo < g.info.extent[1] and g.info.extent[0] < hi for lo, hi in extents))]
+    out: list[Any] = []
+    for g in host_holders:
+        if not (g.ref.steps or g.ref.root[0] != "leaf") or not named(g.ref, names) or \
+                kept(g.ref, stored, *whose(g.ref)) or changed(g.ref, stored, *whose(g.ref)):
+            continue
+        if _array_name(g.ref) in beyond:
+            out.append(ContentsGuard(g.ref, contents_key(g.array)))  # type: ignore[arg-type]
+        elif not any(lo < g.info.extent[1] and g.info.extent[0] < hi for lo, hi in extents):
+            out.append(KernelGuard(g.ref, g.array, fast_check(fn, g.ref, g.array)))
+    return out
 
 
 def _array_name(ref: HostRef) -> str:

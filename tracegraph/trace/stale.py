@@ -26,8 +26,8 @@ _RETRACES = 8     # traces for moved captured arrays before a warning says what 
 def stale_error(stale: Any, qualname: str) -> SignatureError:
     what = ("another value than when {q} was traced, which the graph holds (passed to a "
             "kernel, or picking what it launches)" if isinstance(stale, ValueGuard) else
-            "another kernel or function than when {q} was traced, and the graph holds what "
-            "the old one launched"
+            "another kernel, function or host array than when {q} was traced, and the graph "
+            "holds what the old one gave"
             if isinstance(stale, KernelGuard) else
             "another length or other keys than when {q} was traced, and the graph keeps the "
             "launches its trace made" if isinstance(stale, ShapeGuard) else
