@@ -237,7 +237,8 @@ class CompiledFunction:
             raise staleness.stale_error(closest or stale, self.__qualname__)
         with self._lock:
             self._cache.room_for_variant(entry.key, key, staleness.VARIANTS)
-            self._retraces = staleness.retraced(self.__qualname__, stale, self._retraces + 1)
+            self._retraces = staleness.retraced(self.__qualname__, lambda: staleness.closest_stale(
+                self._cache, entry, fn, leaves) or stale, self._retraces + 1)
         compiled = self._compile(call.with_key(key))
         # keyed by what the paths find after its trace, which may have changed them itself
         # (a counter a called function bumps): what the next call finds

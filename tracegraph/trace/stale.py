@@ -41,8 +41,10 @@ def stale_error(stale: Any, qualname: str) -> SignatureError:
 
 def retraced(qualname: str, stale: Any, count: int) -> int:
     """Say once, at _RETRACES, that moved captured arrays keep tracing the function;
-    returns the count."""
+    returns the count. `stale`: the guard that no longer holds, or what finds the one to
+    name (closest_stale, against the graph that differs least)."""
     if count == _RETRACES:
+        stale = stale() if callable(stale) else stale
         warnings.warn(f"tracegraph: {qualname} was traced again {count} times because "
                       f"{stale.ref.describe()} (and the like) found another array, value, "
                       "kernel, length or set of keys than its graphs were traced with: each "
