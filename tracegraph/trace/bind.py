@@ -3,7 +3,6 @@ function runs once with the tracer active, its results are bound, and written Nu
 inputs get their write-backs."""
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -66,12 +65,7 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
             result = fn(*args, **kwargs)
     finally:
         _numba.set_tracer(previous)
-    if callees.interrupted:
-        warnings.warn(f"tracegraph: a debugger replaced tracegraph's trace function while {name} "
-                      "was traced, so the functions it called after that are not known: state "
-                      "they read is not checked by later calls. Call f.clear() and trace it "
-                      f"again without stopping in it (traced at {_def_location(fn)})",
-                      UserWarning, stacklevel=4)
+    callees.say_interrupted(name, _def_location(fn))
     tracer.check_bindings(_def_location(fn))
     if len(tracer.ops) == n_prologue and not tracer.launches:
         raise TraceError(f"the traced function {name} launched nothing",

@@ -98,23 +98,24 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     beyond = used_beyond_copies(codes_of(fn) + [c for c, _, _ in callees])
     guards += _contents(fn, host_holders, touched, names, stored, beyond,
                         lambda ref: (_holder(fn, leaves, ref), owned))
+    missing = _unseen(targets, guards, holders, names)
+    _warn(name, where, cut, missing, keeps)
+    return tuple(guards)
+
+
+def _unseen(targets: dict[int, Any], guards: list[Any], holders: list[Guard],
+            names: frozenset[str]) -> list[Any]:
+    """The captured arrays no path the code names finds (only aliases it never names);
+    adds to `guards` the paths to arrays holding the others (views' bases)."""
     missing = []
     for k, a in targets.items():
         mine = [g for g in guards if id(g.array) == k] or \
             _holders(arguments.describe(a), holders)
         selectors = [g.ref for g in guards if isinstance(g, ValueGuard)]
         if not any(named(g.ref, names) or _picked(g.ref, selectors) for g in mine):
-            missing.append(a)  # only aliases the code never names: its own path is unseen
+            missing.append(a)
         guards += [g for g in mine if id(g.array) != k]
-    _warn(name, where, cut, missing)
-    if keeps:
-        warnings.warn(f"tracegraph: {name} names {', '.join(sorted(set(keeps))[:3])}, which it "
-                      "(or a function it calls) also sets: that Python runs only when it "
-                      "traces, so replays keep the value the trace left, and repeat what the "
-                      "trace did with any value it read there (a flag cleared after a reset "
-                      "resets on every replay). Keep such state outside the traced function, or "
-                      f"pass it as an argument (traced at {where})", UserWarning, stacklevel=3)
-    return tuple(guards)
+    return missing
 
 
 def _holder(fn: Callable, leaves: list, ref: HostRef) -> Any:
@@ -191,7 +192,8 @@ def _names(fn: Callable, callees: list[tuple[Any, dict, tuple]]
     return frozenset(names), frozenset(stored), tuple(scopes), owned
 
 
-def _warn(name: str, where: str, cut: list[str], missing: list[Any]) -> None:
+def _warn(name: str, where: str, cut: list[str], missing: list[Any],
+          keeps: list[str]) -> None:
     if cut:
         warnings.warn(f"tracegraph: looking for what {name} reaches by name (to see it "
                       f"change between calls) stopped where {cut[0]}: a change past that "
@@ -206,6 +208,13 @@ def _warn(name: str, where: str, cut: list[str], missing: list[Any]) -> None:
                       "where they come from will not be seen by replays. Pass them as "
                       f"arguments of the traced function (traced at {where})", UserWarning,
                       stacklevel=3)
+    if keeps:
+        warnings.warn(f"tracegraph: {name} names {', '.join(sorted(set(keeps))[:3])}, which it "
+                      "(or a function it calls) also sets: that Python runs only when it "
+                      "traces, so replays keep the value the trace left, and repeat what the "
+                      "trace did with any value it read there (a flag cleared after a reset "
+                      "resets on every replay). Keep such state outside the traced function, or "
+                      f"pass it as an argument (traced at {where})", UserWarning, stacklevel=3)
 
 
 def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],

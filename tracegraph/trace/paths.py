@@ -353,6 +353,13 @@ def children(value: Any, names: frozenset[str],
         for i, v in enumerate(itertools.islice(value, _BREADTH)):
             yield ("[]", i), v
         return
+    yield from _attributes(value, names, ran)
+
+
+def _attributes(value: Any, names: frozenset[str],
+                ran: frozenset) -> Iterator[tuple[tuple, Any]]:
+    """An object's attributes: its own, its slots, those the code names that it computes,
+    and its methods that ran."""
     attrs = getattr(value, "__dict__", None)
     own = attrs.keys() if isinstance(attrs, dict) else ()
     if isinstance(attrs, dict):
