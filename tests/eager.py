@@ -86,3 +86,21 @@ def matches_eager(fn: Callable, make_args: Callable[[], tuple], backend: str, *,
 def fresh(*arrays: Any) -> Callable[[], tuple]:
     """make_args for these arrays: deep copies each time."""
     return lambda: tuple(copy.deepcopy(a) if isinstance(a, np.ndarray) else a for a in arrays)
+
+
+def with_state_change(backend: str, make: Callable, fn_of: Callable, change: Callable,
+                      calls: int = 3) -> Any:
+    """Run fn_of(state) compiled and eagerly, each on its own state from make() and its own
+    array of ones, for `calls` calls; apply change(state) to both before call 1; the
+    arrays must end the same. Returns the compiled function."""
+    mine, theirs = make(), make()
+    f = tg.compile(fn_of(mine), backend=backend)
+    xt, xe = cuda.to_device(np.ones(4)), cuda.to_device(np.ones(4))
+    for k in range(calls):
+        if k == 1:
+            change(mine)
+            change(theirs)
+        f(xt)
+        fn_of(theirs)(xe)
+    np.testing.assert_allclose(xt.copy_to_host(), xe.copy_to_host())
+    return f

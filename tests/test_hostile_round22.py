@@ -15,30 +15,15 @@ import warnings
 
 import numpy as np
 import pytest
+from eager import with_state_change
 from numba import cuda
+from small_kernels import iscale
 
 import tracegraph as tg
-from small_kernels import iscale
 
 
 def _ones():
     return cuda.to_device(np.ones(4))
-
-
-def _both(backend, make, fn_of, change, calls=3):
-    """Run the function compiled and eagerly, each on its own state from make(); apply
-    change(state) to both before call 1; return both results and the compiled function."""
-    mine, theirs = make(), make()
-    f = tg.compile(fn_of(mine), backend=backend)
-    xt, xe = _ones(), _ones()
-    for k in range(calls):
-        if k == 1:
-            change(mine)
-            change(theirs)
-        f(xt)
-        fn_of(theirs)(xe)
-    np.testing.assert_allclose(xt.copy_to_host(), xe.copy_to_host())
-    return f
 
 
 class Warmup:
@@ -60,7 +45,7 @@ class Trainer:
 
 
 def test_an_attribute_a_called_method_sets_on_its_own_object(backend):
-    _both(backend, Trainer, lambda t: t.step, lambda t: setattr(t, "lr", 3.0))
+    with_state_change(backend, Trainer, lambda t: t.step, lambda t: setattr(t, "lr", 3.0))
 
 
 class Profiler:
@@ -82,7 +67,7 @@ class Pipeline:
 
 
 def test_a_container_a_called_method_changes_on_its_own_object(backend):
-    _both(backend, Pipeline, lambda p: p.run, lambda p: p.stages.append(3.0))
+    with_state_change(backend, Pipeline, lambda p: p.run, lambda p: p.stages.append(3.0))
 
 
 class Stats:

@@ -13,28 +13,15 @@ import types
 
 import numpy as np
 import pytest
+from eager import with_state_change
 from numba import cuda
+from small_kernels import iscale
 
 import tracegraph as tg
-from small_kernels import iscale
 
 
 def _ones():
     return cuda.to_device(np.ones(4))
-
-
-def _against_eager(backend, make, change, calls=3):
-    mine, theirs = make(), make()
-    f = tg.compile(mine.step, backend=backend)
-    xt, xe = _ones(), _ones()
-    for k in range(calls):
-        if k == 1:
-            change(mine)
-            change(theirs)
-        f(xt)
-        theirs.step(xe)
-    np.testing.assert_allclose(xt.copy_to_host(), xe.copy_to_host())
-    return f
 
 
 class QNet:
@@ -51,7 +38,7 @@ class QNet:
 
 
 def test_a_target_network_of_the_same_class_syncing_its_attribute(backend):
-    _against_eager(backend, QNet, lambda q: setattr(q, "scale", 3.0))
+    with_state_change(backend, QNet, lambda q: q.step, lambda q: setattr(q, "scale", 3.0))
 
 
 class Stats:
@@ -73,7 +60,7 @@ class Model:
 
 
 def test_a_plain_function_setting_an_attribute_of_another_object(backend):
-    _against_eager(backend, Model, lambda m: setattr(m, "scale", 3.0))
+    with_state_change(backend, Model, lambda m: m.step, lambda m: setattr(m, "scale", 3.0))
 
 
 TIMES: dict = {}

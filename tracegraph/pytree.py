@@ -156,22 +156,19 @@ def container_shape(value: Any) -> Any:
     """What a loop or a membership test over a container depends on: a dict's keys in
     order (its length past 256 keys; a view of its keys or items too), the length of a
     list, tuple, set, deque or view of a dict's values; None for anything else."""
-    if isinstance(value, dict):
-        return tuple(value) if len(value) <= 256 else len(value)
     if isinstance(value, (list, tuple, set, frozenset, deque, _VALUES, array.array)):
         return len(value)
-    if isinstance(value, Mapping):  # a ChainMap, a mapping proxy
-        keys = tuple(value)
-        return keys if len(keys) <= 256 else len(keys)
-    if isinstance(value, _KEYS):  # a view kept of a dict's keys or items (`KEYS = D.keys()`)
-        keys = tuple(k for k, _ in value) if isinstance(value, _ITEMS) else tuple(value)
-        return keys if len(keys) <= 256 else len(keys)
+    # a dict, another mapping (ChainMap, a proxy), a kept view of a dict's keys or items
+    if isinstance(value, _KEYED):
+        if len(value) > 256:
+            return len(value)
+        return tuple(k for k, _ in value) if isinstance(value, _ITEMS) else tuple(value)
     return None
 
 
 _ITEMS: Any = type({}.items())
-_KEYS: Any = (type({}.keys()), _ITEMS)
 _VALUES: Any = type({}.values())
+_KEYED: Any = (dict, Mapping, type({}.keys()), _ITEMS)
 
 
 def same_shape(value: Any, shape: Any) -> bool:

@@ -1,12 +1,14 @@
 """What a traced function's code names and changes, read from its bytecode: the names it
 loads and the keys it holds (which paths trace/paths.py may follow), and the attributes,
-globals and containers it assigns, changes or walks (which guards trace/guards.py keeps)."""
+globals and containers it assigns, changes or walks, and so which paths are state it keeps
+itself (`kept`, `changed`: no check) or walks (`walked`), for trace/guards.py."""
 from __future__ import annotations
 
 import types
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
-from .paths import function_of
+from .paths import GONE, HostRef, function_of
 
 
 def code_names(codes: Iterable[types.CodeType]) -> frozenset[str]:
@@ -173,3 +175,70 @@ def _copied(ops: list, k: int) -> bool:
     after = ops[k + 1].opname if k + 1 < len(ops) else ""
     return method and (after.startswith(("CALL", "KW_NAMES", "PRECALL")) or
                        after in _VALUE_LOADS or after == "LOAD_CONST")
+
+
+def walked(ref: HostRef, stored: frozenset[str]) -> bool:
+    """Does the function walk or look in this path's container (stored_names)? An item of
+    a sequence it walks, too: it may walk that through a local name (`for row in LL: for
+    s in row`)."""
+    if f"iterated {_last_name(ref)}" in stored:
+        return True
+    return bool(ref.steps) and ref.steps[-1][0] == "[]" and \
+        isinstance(ref.steps[-1][1], int) and walked(HostRef(ref.root, ref.steps[:-1]), stored)
+
+
+def changed(ref: HostRef, stored: frozenset[str], holder: Any = None,
+            owned: dict[str, set[int]] | None = None) -> bool:
+    """Does the function change this path's container itself (stored_names: by its name
+    and the name of what holds it), or a container holding it (`TIMES.setdefault(k,
+    []).append(dt)`: TIMES["fwd"])? Its length then follows the traces, not the caller.
+    `holder`, `owned`: a called function changing it on the object it ran on (_by)."""
+    for n in range(len(ref.steps), -1, -1):
+        if _changed_here(HostRef(ref.root, ref.steps[:n]), stored,
+                         holder if n == len(ref.steps) else GONE, owned):
+            return True
+    return False
+
+
+def _changed_here(ref: HostRef, stored: frozenset[str], holder: Any,
+                  owned: dict[str, set[int]] | None) -> bool:
+    if not ref.steps:
+        return f"mutated {ref.root[1]}" in stored
+    if len(ref.steps) == 1:
+        name = ref.root[2] if ref.root[0] == "leaf" else ref.root[1]
+    else:
+        how, key = ref.steps[-2]
+        name = key if how == "." else f"[{key}]"
+    return _by(f"mutated {name}>{_last_name(ref)}", stored, holder, owned)
+
+
+def _by(entry: str, stored: frozenset[str], holder: Any,
+        owned: dict[str, set[int]] | None) -> bool:
+    """Did the traced function store this, or a function it called, on the object it ran
+    on (`holder`, the object holding what was stored: a Warmup's own `self.lr`, not the
+    Trainer's)?"""
+    return entry in stored or (owned is not None and holder is not GONE
+                               and id(holder) in owned.get(entry, ()))
+
+
+def _last_name(ref: HostRef) -> str:
+    how, last = ref.steps[-1] if ref.steps else (".", ref.root[1])
+    return last if how == "." else f"[{last}]"
+
+
+def kept(ref: HostRef, stored: frozenset[str], holder: Any = None,
+         owned: dict[str, set[int]] | None = None) -> bool:
+    """Is this path's value state the function keeps (it assigns it: a counter), not a
+    value that picks what it launches? A global it assigns, an attribute it assigns on
+    the object it works on (`self.calls += 1`, an argument's), or one a function it calls
+    assigns on the object that function ran on (`STATS.hit()` bumping `STATS.calls`)."""
+    if not ref.steps:
+        module = f"{ref.root[2].name}:" if len(ref.root) > 2 else ""
+        return f"global {module}{ref.root[1]}" in stored
+    how, key = ref.steps[-1]
+    if how != ".":
+        return False
+    if owned is not None and holder is not GONE and id(holder) in owned.get(key, ()):
+        return True
+    return ref.root[0] in ("self", "object", "leaf") and len(ref.steps) == 1 and \
+        key in stored

@@ -139,7 +139,6 @@ class ContentsGuard:
 
 
 _CONTENTS = 1 << 16
-_ITEMS = 256  # a list, tuple or set of at most this many numbers is checked item by item
 
 
 def contents_key(value: Any) -> tuple | None:

@@ -15,10 +15,18 @@ from typing import Any
 
 from ..pytree import container_shape
 from ..signature import arguments
-from .bytecode import code_names, codes_of, on_itself, stored_names, used_beyond_copies
+from .bytecode import (
+    changed,
+    code_names,
+    codes_of,
+    kept,
+    on_itself,
+    stored_names,
+    used_beyond_copies,
+    walked,
+)
 from .callees import Scope
 from .checks import (
-    _ITEMS,
     VARIANTS,
     ContentsGuard,
     Guard,
@@ -34,14 +42,11 @@ from .checks import (
 from .paths import (
     GONE,
     HostRef,
-    changed,
     fast_check,
     function_of,
     is_value,
-    kept,
     named,
     search,
-    walked,
 )
 
 
@@ -118,6 +123,9 @@ def _unseen(targets: dict[int, Any], guards: list[Any], holders: list[Guard],
     return missing
 
 
+ITEMS = 256  # a list, tuple or set of at most this many numbers is checked item by item
+
+
 def _holder(fn: Callable, leaves: list, ref: HostRef) -> Any:
     """The object holding the end of `ref` (GONE for a root)."""
     return HostRef(ref.root, ref.steps[:-1]).resolve(fn, leaves) if ref.steps else GONE
@@ -174,22 +182,23 @@ def _names(fn: Callable, callees: list[tuple[Any, dict, tuple]]
     modules whose globals those read; and what the functions it ran change on the objects
     they ran on (an attribute or container -> those objects' ids)."""
     own = getattr(function_of(fn), "__globals__", None)
-    by_module: dict[int, tuple[dict, list]] = {}
+    names, stored = set(code_names(codes_of(fn))), set(stored_names(codes_of(fn)))
+    scopes: dict[int, Scope] = {}
     owned: dict[str, set[int]] = {}
     for code, scope, selves in callees:
-        by_module.setdefault(id(scope), (scope, []))[1].append(code)
-        for entry in stored_names([code]):
-            if on_itself(entry):
-                owned.setdefault(entry, set()).update(id(s) for s in selves)
-    names, stored = set(code_names(codes_of(fn))), set(stored_names(codes_of(fn)))
-    scopes = []
-    for scope, cs in by_module.values():
-        names |= code_names(cs)
+        used = code_names([code])
+        names |= used
+        module = ""
         if scope is not own:
-            scopes.append(Scope(scope, code_names(cs)))
-        stored |= {e for e in stored_names(cs, scopes[-1].name if scope is not own else "")
-                   if not on_itself(e)}
-    return frozenset(names), frozenset(stored), tuple(scopes), owned
+            known = scopes.get(id(scope))
+            scopes[id(scope)] = Scope(scope, used | (known.names if known else frozenset()))
+            module = scopes[id(scope)].name
+        for entry in stored_names([code], module):
+            if on_itself(entry):  # (kept only on the objects it ran on)
+                owned.setdefault(entry, set()).update(id(s) for s in selves)
+            else:
+                stored.add(entry)
+    return frozenset(names), frozenset(stored), tuple(scopes.values()), owned
 
 
 def _warn(name: str, where: str, cut: list[str], missing: list[Any],
@@ -231,13 +240,13 @@ def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
     # a container the code names: its length or keys may decide what the trace launched
     # (`for g in LAYERS`, `if "wd" in OPT`, `len(T)`, however it reads them), unless the
     # function changes it itself (its length follows the traces); a list, tuple or set of
-    # at most _ITEMS numbers by its values too (`for s in SCALES`)
+    # at most ITEMS numbers by its values too (`for s in SCALES`)
     if container_shape(value) is not None and not is_value(value):
         if changed(ref, stored, holder, owned):
             return []
         # (its items: a few numbers, however the code reads them: walked by a helper under
         # another name, through a local alias, np.prod(C), C[IDX])
-        values = not isinstance(value, dict) and len(value) <= _ITEMS \
+        values = not isinstance(value, dict) and len(value) <= ITEMS \
             and all(is_value(v) for v in value)
         return [ShapeGuard(ref, shape_key(value, values),
                            fast_check(fn, ref, value, shape=2 if values else 1), values)]

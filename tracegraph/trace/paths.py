@@ -149,12 +149,12 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
                     named(ref, names):
                 cut.append(f"{ref.describe()} has more than {_BREADTH} entries")
             for step, child in children(value, names, ran):
-                if deep and not named(HostRef(ref.root, (step,)), names):
+                steps = step if isinstance(step[0], tuple) else (step,)
+                if deep and not named(HostRef(ref.root, steps), names):
                     continue  # past _DEPTH: only names the code uses
                 if len(queue) + looked >= _LOOKS:
                     cut.append(f"{_LOOKS} values looked at")
                     break
-                steps = step if isinstance(step[0], tuple) else (step,)
                 queue.append((child, HostRef(ref.root, (*ref.steps, *steps))))
         except Exception:  # a __getattr__ or property that raises: nothing found there
             continue
@@ -213,73 +213,6 @@ def named(ref: HostRef, names: frozenset[str]) -> bool:
                 how == "." and key in names) and not (how == "[]" and "[*]" in names):
             return False
     return True
-
-
-def walked(ref: HostRef, stored: frozenset[str]) -> bool:
-    """Does the function walk or look in this path's container (stored_names)? An item of
-    a sequence it walks, too: it may walk that through a local name (`for row in LL: for
-    s in row`)."""
-    if f"iterated {_last_name(ref)}" in stored:
-        return True
-    return bool(ref.steps) and ref.steps[-1][0] == "[]" and \
-        isinstance(ref.steps[-1][1], int) and walked(HostRef(ref.root, ref.steps[:-1]), stored)
-
-
-def changed(ref: HostRef, stored: frozenset[str], holder: Any = None,
-            owned: dict[str, set[int]] | None = None) -> bool:
-    """Does the function change this path's container itself (stored_names: by its name
-    and the name of what holds it), or a container holding it (`TIMES.setdefault(k,
-    []).append(dt)`: TIMES["fwd"])? Its length then follows the traces, not the caller.
-    `holder`, `owned`: a called function changing it on the object it ran on (_by)."""
-    for n in range(len(ref.steps), -1, -1):
-        if _changed_here(HostRef(ref.root, ref.steps[:n]), stored,
-                         holder if n == len(ref.steps) else GONE, owned):
-            return True
-    return False
-
-
-def _changed_here(ref: HostRef, stored: frozenset[str], holder: Any,
-                  owned: dict[str, set[int]] | None) -> bool:
-    if not ref.steps:
-        return f"mutated {ref.root[1]}" in stored
-    if len(ref.steps) == 1:
-        name = ref.root[2] if ref.root[0] == "leaf" else ref.root[1]
-    else:
-        how, key = ref.steps[-2]
-        name = key if how == "." else f"[{key}]"
-    return _by(f"mutated {name}>{_last_name(ref)}", stored, holder, owned)
-
-
-def _by(entry: str, stored: frozenset[str], holder: Any,
-        owned: dict[str, set[int]] | None) -> bool:
-    """Did the traced function store this, or a function it called, on the object it ran
-    on (`holder`, the object holding what was stored: a Warmup's own `self.lr`, not the
-    Trainer's)?"""
-    return entry in stored or (owned is not None and holder is not GONE
-                               and id(holder) in owned.get(entry, ()))
-
-
-def _last_name(ref: HostRef) -> str:
-    how, last = ref.steps[-1] if ref.steps else (".", ref.root[1])
-    return last if how == "." else f"[{last}]"
-
-
-def kept(ref: HostRef, stored: frozenset[str], holder: Any = None,
-         owned: dict[str, set[int]] | None = None) -> bool:
-    """Is this path's value state the function keeps (it assigns it: a counter), not a
-    value that picks what it launches? A global it assigns, an attribute it assigns on
-    the object it works on (`self.calls += 1`, an argument's), or one a function it calls
-    assigns on the object that function ran on (`STATS.hit()` bumping `STATS.calls`)."""
-    if not ref.steps:
-        module = f"{ref.root[2].name}:" if len(ref.root) > 2 else ""
-        return f"global {module}{ref.root[1]}" in stored
-    how, key = ref.steps[-1]
-    if how != ".":
-        return False
-    if owned is not None and holder is not GONE and id(holder) in owned.get(key, ()):
-        return True
-    return ref.root[0] in ("self", "object", "leaf") and len(ref.steps) == 1 and \
-        key in stored
 
 
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), types.BuiltinFunctionType)
@@ -381,11 +314,16 @@ def _attributes(value: Any, names: frozenset[str],
     yield from _methods(value, ran)
 
 
+@functools.lru_cache(maxsize=8)
+def _names_ran(ran: frozenset) -> frozenset[str]:
+    return frozenset(code.co_name for code in ran)
+
+
 def _methods(value: Any, ran: frozenset) -> Iterator[tuple[tuple, Any]]:
     """The methods of `value` that ran while the function traced, as the functions they
     run (`layer.forward.__func__`): a subclass swapped in, a method rebound on the class or
     set on the instance runs other code eagerly."""
-    for name in {code.co_name for code in ran}:
+    for name in _names_ran(ran):
         try:  # (not a property: evaluating it may have effects)
             static = inspect.getattr_static(value, name, None)
             fn = getattr(value, name) if isinstance(
