@@ -47,6 +47,13 @@ def pytest_report_header(config):
 
 
 FAKE_CUDA = os.environ.get("TRACEGRAPH_CUDA_PLATFORM") == "fake"
+if FAKE_CUDA and os.environ.get("TRACEGRAPH_TEST_DIRECT") == "1":
+    # the simulator's device arrays count as of fixed metadata, as Numba's do on a GPU:
+    # calls of the very same objects replay directly (replay_same) on the CPU stand-in
+    from numba import cuda as _cuda
+
+    from tracegraph.signature import arguments as _arguments
+    _arguments._FIXED.add(type(_cuda.device_array(1)))
 # which of the two the backend fixture runs (a GPU session may run only cuda's)
 BACKENDS = os.environ.get("TRACEGRAPH_TEST_BACKENDS", "sim,cuda").split(",")
 

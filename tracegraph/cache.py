@@ -35,10 +35,13 @@ class Compiled:
 
     @functools.cached_property
     def guarded(self) -> bool:
-        """Is it chosen by what captured arrays' names find (so every call must look)?
-        Also a graph traced when they found others, which itself captures none."""
-        return self.captured or len(self.fast_checks) < len(self.program.guards) or any(
-            isinstance(k, tuple) and k[:1] == ("captured now",) for k in self.key)
+        """Must every call look at what its guards' paths find in Python (some guard has no
+        check a direct replay makes itself: a host array's contents, a torch tensor)? Where
+        all have one, a direct replay checks them all, so a graph capturing arrays, or
+        traced for what their names found later, replays directly as well: the paths find
+        the very objects they found when it was armed, of fixed metadata, and the same
+        arguments overlap them as they did (CudaExecutable._moved)."""
+        return len(self.fast_checks) < len(self.program.guards)
 
     @functools.cached_property
     def fast_checks(self) -> tuple:

@@ -6,6 +6,7 @@ from typing import Any, Protocol
 from .. import _numba, config
 from ..errors import TracegraphError
 from ..pytree import container_shape, same_items, same_shape
+from ..signature.arguments import has_fixed_metadata
 
 BACKENDS = ("auto", "cuda", "sim")
 MISS = object()  # an executable's replay_same: not that case, take the full path
@@ -37,8 +38,9 @@ def refreshed(checks: tuple, args: tuple) -> tuple | None:
     check by value, so an equal object reassigned keeps the direct path); None where a
     path finds nothing."""
     now = tuple(_walk(check, args) for check in checks)
-    if any(v is MISS for v in now):
-        return None
+    if any(v is MISS or (check[0] < 10 and has_fixed_metadata(check[4]) and
+                         not has_fixed_metadata(v)) for check, v in zip(checks, now)):
+        return None  # (an equal array found now whose layout may change: not by identity)
     return tuple((*check[:4], tuple(v) if check[0] >= 20 else
                   container_shape(v) if check[0] >= 10 else v)
                  for check, v in zip(checks, now))

@@ -13,7 +13,7 @@ import numpy as np
 from ..pytree import container_shape
 from ..signature import arguments
 from ..signature.call import static_key
-from .paths import GONE, HostRef, is_value
+from .paths import GONE, HostRef, function_of, is_value
 
 
 @dataclass(frozen=True)
@@ -22,11 +22,14 @@ class Guard:
     ref: HostRef
     array: Any
     info: arguments.ArrayInfo
+    # as KernelGuard's, where the array's metadata can never change (the very object is
+    # then the same memory and layout): a direct replay checks it itself
+    check: tuple | None = None
 
-    def holds(self, fn: Callable, leaves: list) -> bool:
+    def holds(self, fn: Callable, leaves: list, code_fn: Any = None) -> bool:
         """Does the path still find this array over the same memory? (An object whose
         storage can change in place, a torch Parameter, is described again.)"""
-        now = self.ref.resolve(fn, leaves)
+        now = self.ref.resolve(fn, leaves, code_fn)
         if now is self.array and arguments.has_fixed_metadata(now):
             return True
         try:
@@ -51,9 +54,12 @@ class ValueGuard:
     def array(self) -> Any:
         return GONE
 
-    def holds(self, fn: Callable, leaves: list) -> bool:
+    def holds(self, fn: Callable, leaves: list, code_fn: Any = None) -> bool:
         try:  # (a value whose `==` raises: another value)
-            return bool(value_key(self.ref.resolve(fn, leaves)) == self.key)
+            now = self.ref.resolve(fn, leaves, code_fn)
+            # (the very value it was traced with: it keys the same, being immutable)
+            return (self.check is not None and now is self.check[4]) or \
+                bool(value_key(now) == self.key)
         except Exception:
             return False
 
@@ -71,9 +77,9 @@ class ShapeGuard:
     def array(self) -> Any:
         return GONE
 
-    def holds(self, fn: Callable, leaves: list) -> bool:
+    def holds(self, fn: Callable, leaves: list, code_fn: Any = None) -> bool:
         try:  # (keys whose `==` gives an array or raises: another shape)
-            return bool(shape_key(self.ref.resolve(fn, leaves), self.values) == self.shape)
+            return bool(shape_key(self.ref.resolve(fn, leaves, code_fn), self.values) == self.shape)
         except Exception:
             return False
 
@@ -114,8 +120,8 @@ class KernelGuard:
     def array(self) -> Any:
         return GONE
 
-    def holds(self, fn: Callable, leaves: list) -> bool:
-        return self.ref.resolve(fn, leaves) is self.kernel
+    def holds(self, fn: Callable, leaves: list, code_fn: Any = None) -> bool:
+        return self.ref.resolve(fn, leaves, code_fn) is self.kernel
 
 
 @dataclass(frozen=True)
@@ -131,9 +137,9 @@ class ContentsGuard:
     def array(self) -> Any:
         return GONE
 
-    def holds(self, fn: Callable, leaves: list) -> bool:
+    def holds(self, fn: Callable, leaves: list, code_fn: Any = None) -> bool:
         try:
-            return bool(contents_key(self.ref.resolve(fn, leaves)) == self.key)
+            return bool(contents_key(self.ref.resolve(fn, leaves, code_fn)) == self.key)
         except Exception:
             return False
 
@@ -155,7 +161,8 @@ VARIANTS = 3      # graphs kept per signature for what captured arrays' names fi
 
 def stale_guard(program: Any, fn: Callable, leaves: list) -> Any:
     """The first guard of `program` whose path finds another array now (None: none)."""
-    return next((g for g in program.guards if not g.holds(fn, leaves)), None)
+    code_fn = function_of(fn)
+    return next((g for g in program.guards if not g.holds(fn, leaves, code_fn)), None)
 
 
 def guarded_now(program: Any, fn: Callable, leaves: list) -> tuple:

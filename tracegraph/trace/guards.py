@@ -90,10 +90,11 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
                 keeps.append(ref.describe())
         elif id(value) in held_ids:
             if named(ref, names):
-                guards.append(Guard(ref, value, info))
+                guards.append(_array_guard(fn, ref, value, info))
                 host_holders.append(Guard(ref, value, info))
         elif info.placement == arguments.DEVICE:
-            (guards if id(value) in targets else holders).append(Guard(ref, value, info))
+            (guards if id(value) in targets else holders).append(
+                _array_guard(fn, ref, value, info))
         else:
             host_holders.append(Guard(ref, value, info))
     for h in held:  # found by no path the code names: the arrays holding its memory are
@@ -106,6 +107,12 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     missing = _unseen(targets, guards, holders, names)
     _warn(name, where, cut, missing, keeps)
     return tuple(guards)
+
+
+def _array_guard(fn: Callable, ref: HostRef, value: Any, info: arguments.ArrayInfo) -> Guard:
+    """A Guard a direct replay may check by identity where the array's metadata is fixed."""
+    return Guard(ref, value, info, fast_check(fn, ref, value)
+                 if arguments.has_fixed_metadata(value) else None)
 
 
 def _unseen(targets: dict[int, Any], guards: list[Any], holders: list[Guard],

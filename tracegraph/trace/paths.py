@@ -38,9 +38,11 @@ class HostRef:
     root: tuple
     steps: tuple[tuple[str, Any], ...]
 
-    def resolve(self, fn: Callable, leaves: list) -> Any:
+    def resolve(self, fn: Callable, leaves: list, code_fn: Any = None) -> Any:
+        """What the path finds now (`code_fn`: function_of(fn), where the caller has it)."""
         kind, key = self.root[0], self.root[1]
-        code_fn = function_of(fn)
+        if code_fn is None:
+            code_fn = function_of(fn)
         try:
             if kind == "global":
                 value = (self.root[2].globals if len(self.root) > 2 else

@@ -21,7 +21,7 @@ from .. import MISS, checks_hold
 from ..sim import loop_limit_error
 from .build import GraphBuilder
 from .memory import GraphMemory
-from .moved_inputs import watched_inputs
+from .moved_inputs import captured_extents, overlaps, watched_inputs
 from .platform import error_name, platform
 from .replay import Replayer
 
@@ -66,9 +66,11 @@ class CudaExecutable:
             or any(o.kind == "host" for o in plan.outputs)
         # a replay with the very arguments of the last call, nothing to follow or stage:
         # launch and hand out the results (replay_same)
-        self._plain = not (self._needs_sync or self.replayer.watched or
-                           self.replayer.scalar_values or self.table.host_inputs or
-                           self.table.constants)
+        # (an input that copying could serve: while its policy is idle, a call of the very
+        # same objects has nothing to observe; one that moves takes the full path)
+        self._plain = not (self._needs_sync or self.replayer.scalar_values or
+                           self.table.host_inputs or self.table.constants)
+        self._watched_leaves = frozenset(leaf for leaf, *_ in self.replayer.watched)
         self.armed: tuple | None = None  # the last call's leaves (weakly), when plain
         self._checks: tuple = ()  # what must hold for a direct replay besides (run)
         # (graph exec, stream, result) for the C replay of an armed call (fast_result),
@@ -79,6 +81,7 @@ class CudaExecutable:
         self._armed_infos: list = []
         self._armed_disjoint = False
         self._armed_arrays = 0
+        self._captured = captured_extents(plan, self.memory.base)
         # (argument position, id) -> (weak reference, info) of arrays a direct call took
         # in the armed signature's place: fixed metadata, so described once (ping-pong)
         self._seen: dict[tuple[int, int], tuple[Any, ArrayInfo]] = {}
@@ -123,7 +126,7 @@ class CudaExecutable:
                 self._raise_callback_errors()
                 r.write_back(staged, leaves)
                 self._check_limits()
-            if arm and self._plain:  # launches of one graph are ordered on any streams
+            if arm and self._plain and r.watch_idle():  # (one graph's launches are ordered)
                 self._checks = checks
                 self.fast = self._fast_args(stream, checks)
                 self.armed = tuple(map(weak, leaves))
@@ -220,7 +223,7 @@ class CudaExecutable:
         seen = self._seen
         for k in moved:
             old, a = infos[k], args[k]
-            if old is None:
+            if old is None or k in self._watched_leaves:
                 return None
             hit = seen.get((k, id(a)))
             if hit is not None and hit[0]() is a:  # ping-pong: described before
@@ -240,6 +243,9 @@ class CudaExecutable:
             return None
         if self._armed_arrays > 1 and not disjoint(infos):
             return None  # sharing memory is another signature
+        if self._captured and overlaps(infos, self._captured) != \
+                overlaps(self._armed_infos, self._captured):
+            return None  # how inputs overlap captured arrays is another graph
         return infos
 
     def _launch(self, stream: Any) -> Any:

@@ -139,7 +139,7 @@ def watched_inputs(plan: Any, base: dict[int, int], mode: str,
     named = {a.buffer for n in plan.nodes if n.kind not in ("kernel", "memcpy", "memset")
              for a in n.op.accesses}
     written = {i.buffer for i in plan.inputs if i.kind == "array" and i.written}
-    captured = [(base[e.id], base[e.id] + e.nbytes) for e in plan.buffers if e.kind == EXTERNAL]
+    captured = captured_extents(plan, base)
     watch = {}
     for b in plan.patchable_buffers:
         nbytes = plan.buffers[b].nbytes
@@ -156,3 +156,16 @@ def watched_inputs(plan: Any, base: dict[int, int], mode: str,
             continue
         watch[b] = WatchedInput(b, nbytes, users, b in written, policy)
     return watch
+
+
+def captured_extents(plan: Any, base: dict[int, int]) -> list[tuple[int, int]]:
+    """The bytes of each array `plan` captures by address."""
+    return [(base[e.id], base[e.id] + e.nbytes) for e in plan.buffers
+            if e.kind == EXTERNAL and e.nbytes]
+
+
+def overlaps(infos: list, captured: list[tuple[int, int]]) -> frozenset[tuple[int, int]]:
+    """(argument, captured array) pairs of a call whose bytes overlap."""
+    return frozenset((k, c) for k, i in enumerate(infos) if i is not None
+                     for c, (lo, hi) in enumerate(captured)
+                     if lo < i.extent[1] and i.extent[0] < hi)

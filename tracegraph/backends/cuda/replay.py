@@ -94,6 +94,11 @@ class Replayer:
                 base[buffer] = _NOWHERE
             raise
 
+    def watch_idle(self) -> bool:
+        """No watched input's policy would note a call that moves nothing (a direct replay
+        of the very same objects skips them)."""
+        return all(w.policy is None or w.policy.idle for *_, w in self.watched)
+
     def follow_watched(self, infos: list) -> bool:
         """Moved watched inputs: True when a policy switched way (the graph must be rebuilt
         on the new addresses); otherwise their users, or only their copies, re-pointed."""

@@ -1,0 +1,236 @@
+"""Direct replays (a call of the very same argument objects: the checks of what the
+function's names find, then the launch) of graphs that capture device arrays held by
+Python objects, and of graphs whose inputs copying could follow when they move: a decode
+step over layers holding their weights takes the direct path, and whatever eager would see
+differently still takes the full one."""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import tracegraph as tg
+from tracegraph import _numba
+
+N = 8
+
+
+@pytest.fixture
+def fixed_device_arrays(monkeypatch):
+    """Simulated device arrays count as of fixed metadata, as Numba's are on a GPU."""
+    from tracegraph.signature import arguments
+    if _numba.SIMULATOR:
+        monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {
+            type(cuda.to_device(np.zeros(1)))})
+
+
+@cuda.jit
+def axpy(x, w, a):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] * w[i] + a
+
+
+@cuda.jit
+def double(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = 2 * x[i]
+
+
+@cuda.jit
+def plus_one(w, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = w[i] + 1
+
+
+class Layer:
+    def __init__(self, k: int):
+        self.W = cuda.to_device(np.full(N, 1.0 + k / 8))
+        self.a = 0.25 * k
+
+    def forward(self, x):
+        axpy[1, 32](x, self.W, self.a)
+
+
+def _eager(layers, x):
+    for layer in layers:  # (a forward set on the instance adds -1)
+        x = x * layer.W.copy_to_host() + (-1.0 if "forward" in vars(layer) else layer.a)
+    return x
+
+
+def _armed(f):
+    return [e for e in f.compiled if getattr(e.executable, "armed", None)]
+
+
+def test_layers_holding_their_weights_replay_directly_and_follow_every_change(
+        backend, fixed_device_arrays):
+    layers = [Layer(k) for k in range(4)]
+
+    def step(x):
+        for layer in layers:
+            layer.forward(x)
+
+    f = tg.compile(step, backend=backend)
+    x = cuda.to_device(np.ones(N))
+    want = np.ones(N)
+
+    def call_and_check():
+        nonlocal want
+        f(x)
+        want = _eager(layers, want)
+        np.testing.assert_allclose(x.copy_to_host(), want)
+
+    for _ in range(3):
+        call_and_check()
+    if backend == "cuda":
+        assert _armed(f), "a graph capturing layers' weights replays directly"
+    layers[2].W.copy_to_device(np.full(N, 0.5))  # in place: the graph reads that memory
+    call_and_check()
+    layers[1].W = cuda.to_device(np.full(N, 3.0))  # another array under the name
+    call_and_check()
+    call_and_check()
+    layers[3].a = 7.0
+    call_and_check()
+    layers.append(Layer(5))
+    call_and_check()
+
+    def negate(self, x):
+        axpy[1, 32](x, self.W, -1.0)
+    layers[0].forward = types.MethodType(negate, layers[0])  # set on the instance
+    call_and_check()
+    call_and_check()
+    layers.pop()
+    call_and_check()
+
+
+WL = [cuda.to_device(np.full(N, 2.0)), cuda.to_device(np.full(N, 3.0))]
+IDX = 0
+
+
+def test_a_graph_traced_for_what_a_selector_finds_now_replays_directly_and_back(
+        backend, fixed_device_arrays):
+    global IDX
+
+    def step(x):
+        axpy[1, 32](x, WL[IDX], 1.0)
+
+    f = tg.compile(step, backend=backend)
+    x = cuda.to_device(np.zeros(N))
+    want = np.zeros(N)
+    for idx in [0, 0, 1, 1, 1, 0, 0, 1, 0]:
+        IDX = idx
+        f(x)
+        want = want * (2.0 + idx) + 1.0
+        np.testing.assert_allclose(x.copy_to_host(), want)
+        if backend == "cuda":
+            assert _armed(f)
+    assert f.cache_info().graphs == 2
+    IDX = 0
+
+
+W_HELD = None
+
+
+def test_an_argument_moved_onto_a_captured_array_takes_the_graph_for_that_overlap(
+        backend, fixed_device_arrays):
+    # apart, x's doubling and out = W + 1 are independent; with x over W's memory the
+    # read of W must follow the write (another graph): a direct replay re-pointing x
+    # would run them in either order
+    global W_HELD
+    W_HELD = cuda.to_device(np.arange(N, dtype=np.float64))
+    def step(x, out):
+        double[1, 32](x)
+        plus_one[1, 32](W_HELD, out)
+
+    f = tg.compile(step, backend=backend)
+    x, out = cuda.to_device(np.ones(N)), cuda.device_array(N)
+    for _ in range(3):
+        f(x, out)
+    np.testing.assert_array_equal(out.copy_to_host(), np.arange(N) + 1.0)
+    w = W_HELD.copy_to_host()
+    for _ in range(3):
+        f(W_HELD, out)  # the same signature as x: a direct replay would re-point it
+        w = 2 * w
+        np.testing.assert_array_equal(W_HELD.copy_to_host(), w)
+        np.testing.assert_array_equal(out.copy_to_host(), w + 1)
+    assert f.cache_info().graphs == 2
+    f(x, out)
+    np.testing.assert_array_equal(out.copy_to_host(), w + 1)
+
+
+class Tensorish:
+    """An array whose memory and layout can change in place (as a torch tensor's can,
+    `.set_()`): the very same object is not the same array."""
+
+    def __init__(self, array):
+        self.array = array
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.array.__cuda_array_interface__
+
+
+def _changeable(array):
+    """`array`'s memory under an object that can be pointed elsewhere in place, and how."""
+    if not _numba.SIMULATOR:
+        out = Tensorish(array)
+        return out, lambda other: setattr(out, "array", other)
+    # the simulator's arrays have no interface: a subclass, not of fixed metadata
+    out = type("Changeable", (type(array),), {})(array._ary)
+    return out, lambda other: setattr(out, "_ary", other._ary)
+
+
+def test_an_array_of_changing_layout_found_over_the_same_memory_is_checked_every_call(
+        backend, fixed_device_arrays):
+    layer = Layer(1)
+
+    def step(x):
+        layer.forward(x)
+
+    f = tg.compile(step, backend=backend)
+    x = cuda.to_device(np.zeros(N))
+    f(x)
+    f(x)
+    layer.W, point = _changeable(layer.W)  # the same memory: not held by identity
+    f(x)
+    f(x)
+    if backend == "cuda":
+        assert not _armed(f)
+    other = cuda.to_device(np.full(N, 5.0))
+    point(other)  # the very same object now over other memory
+    before = x.copy_to_host()
+    f(x)
+    np.testing.assert_allclose(x.copy_to_host(), before * 5.0 + layer.a)
+
+
+@cuda.jit
+def add_to(x, v):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += v
+
+
+def test_an_input_copying_could_follow_replays_directly_until_it_moves(
+        backend, fixed_device_arrays):
+    def step(x):
+        for _ in range(48):  # many nodes read a small x: copying it could win
+            add_to[1, 32](x, 1.0)
+
+    f = tg.compile(step, backend=backend)
+    xs = [cuda.to_device(np.zeros(N)), cuda.to_device(np.full(N, 100.0))]
+    want = [np.zeros(N), np.full(N, 100.0)]
+    for k in [0, 0, 0]:
+        f(xs[k])
+        want[k] += 48
+    if backend == "cuda":
+        ex = f.latest.executable
+        assert ex.replayer.watched and _armed(f)
+    for k in [1, 0] * 8 + [0, 0, 0, 1, 1]:  # ping-pong: copying starts, then it rests
+        f(xs[k])
+        want[k] += 48
+        for j in range(2):
+            np.testing.assert_array_equal(xs[j].copy_to_host(), want[j])
