@@ -30,6 +30,32 @@ def axpb(x, a, b):
         x[i] = x[i] * a + b
 
 
+def _signature():
+    from numba import types
+    return (types.CPointer(types.float32), types.float32, types.float32)
+
+
+SPECIALIZED_SIGNATURE = _signature()
+
+
+def specialized(kernel, size):
+    """`kernel` as a C++ graph launches its like (issue 15, item 3): a wrapper kernel taking
+    the array's pointer alone, whose shape is a constant of the wrapper, calling the user's
+    kernel as a device function (one u64 and two f32 parameters, where Numba passes an
+    array as meminfo, parent, nitems, itemsize, data, shape and strides)."""
+    return cuda.jit(SPECIALIZED_SIGNATURE)(specialized_wrapper(kernel, size))
+
+
+def specialized_wrapper(kernel, size):
+    """The Python function of `specialized`'s wrapper (its PTX: compile_ptx, no GPU)."""
+    from numba.cuda.np.numpy_support import carray
+    device = cuda.jit(device=True)(kernel.py_func)
+
+    def wrapper(p, a, b):
+        device(carray(p, (size,)), a, b)
+    return wrapper
+
+
 def sizes(cfg):
     if cfg.smoke:
         return {"ns": [3], "size": 4, "block": 4}
@@ -82,6 +108,23 @@ def builders(env, n, size, block):
         return Bench(replay, nodes=n, check=numba_check(env, x, size, n, replay),
                      note=how, keep=replay)
 
+    def numba_capture_specialized():
+        import ctypes
+        env.need_gpu("stream capture")
+        x = cuda.to_device(x0(size))
+        k = specialized(axpb, size)
+        p = ctypes.c_void_p(x.__cuda_array_interface__["data"][0])
+
+        def chain_of(s):
+            for _ in range(n):
+                k[grid, block, s](p, A, B)
+        chain_of(0)
+        env.sync()
+        replay, how = capture_numba(env, chain_of)
+        return Bench(replay, nodes=n, check=numba_check(env, x, size, n, replay),
+                     note="shape-specialized wrapper of the same kernel; " + how,
+                     keep=(replay, k))
+
     def tracegraph():
         x = cuda.to_device(x0(size))
         return tracegraph_bench(env, chain, (x,), nodes=n,
@@ -131,6 +174,7 @@ def builders(env, n, size, block):
         return Bench(step, nodes=n, note=note, keep=x)
 
     return [("numba_eager", numba_eager), ("numba_capture", numba_capture),
+            ("numba_capture_specialized", numba_capture_specialized),
             ("tracegraph", tracegraph),
             ("torch_eager", torch_eager), ("torch_graph", lambda: torch_eager(True)),
             ("cupy_eager", cupy_eager), ("cupy_graph", lambda: cupy_eager(True))]
@@ -140,7 +184,8 @@ def builders(env, n, size, block):
 # this process every Python contender's graph ran 15-20% more GPU time per node than the
 # same graph in a process of its own (docs/performance.md, "Why W1's per-node target
 # reads missed"), so the per-node comparison with C++ is made between lone processes.
-OWN_PROCESS = {"numba_capture": (), "tracegraph": (), "cupy_graph": ("cupy",)}
+OWN_PROCESS = {"numba_capture": (), "numba_capture_specialized": (), "tracegraph": (),
+               "cupy_graph": ("cupy",)}
 
 
 def run(env, native=None):
