@@ -234,3 +234,34 @@ def test_an_input_copying_could_follow_replays_directly_until_it_moves(
         want[k] += 48
         for j in range(2):
             np.testing.assert_array_equal(xs[j].copy_to_host(), want[j])
+
+
+@cuda.jit
+def scale_add(x, a, b):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] * a + b
+
+
+def test_equal_scalars_made_anew_each_call_replay_directly_and_new_values_trace(
+        backend, fixed_device_arrays):
+    def step(x, a, b):
+        scale_add[1, 32](x, a, b)
+
+    f = tg.compile(step, backend=backend)
+    full = []  # calls that took the full path (signature, checks) instead of the direct one
+    entry = f._entry
+    f._entry = lambda *a, **k: full.append(1) or entry(*a, **k)
+    x = cuda.to_device(np.zeros(N))
+    want = np.zeros(N)
+    half = 0.25
+    for a, b in [(2.0, 0.5), (2.0, 0.5), (2.0, 0.5), (3.0, 0.5), (3.0, 0.5), (2.0, -0.5)]:
+        # a float computed each call and a NumPy scalar made each call: equal, not the same
+        f(x, a * (half * 4), np.float32(b))
+        want = want * a + np.float32(b)
+        np.testing.assert_allclose(x.copy_to_host(), want)
+        if backend == "cuda":
+            assert _armed(f)
+    assert f.cache_info().graphs == 3
+    if backend == "cuda":  # the first call and each new value's
+        assert len(full) == 3

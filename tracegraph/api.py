@@ -187,9 +187,11 @@ class CompiledFunction:
         if not launch:
             return None
         executable = entry.executable
-        checks = backends.refreshed(entry.fast_checks, arm) if arm is not None and \
-            padded is None and hasattr(executable, "replay_same") and not entry.guarded \
-            and _same_objects(arm, call.leaves) else None
+        direct = self._cache.direct_checks(entry) if arm is not None and padded is None \
+            and hasattr(executable, "replay_same") and _same_objects(arm, call.leaves) \
+            else None
+        checks = backends.refreshed(direct, arm) if direct is not None and arm is not None \
+            else None
         if checks is not None:  # (arm: these very arguments, checked as they are now)
             result = executable.run(call.leaves, call.infos, stream, arm=True, checks=checks)
             self._hot = executable

@@ -88,6 +88,26 @@ class GraphCache:
             hits[entry.bucket] = hits.get(entry.bucket, 0) + 1
         return entry
 
+    def direct_checks(self, entry: Compiled) -> tuple | None:
+        """What a direct replay of `entry` must check: its guards' paths, and for a variant
+        (traced when its graph's names found others) its graph's as well, since what they
+        find now is what chose it: a full call checks them first (a method patched then
+        restored finds the graph again). None where some path has no such check."""
+        checks: list = []
+        key = entry.key
+        while True:
+            if entry.guarded:
+                return None
+            checks += entry.fast_checks
+            last = key[-1] if key else None
+            if not (type(last) is tuple and last[:1] == ("captured now",)):
+                return tuple(checks)
+            key = key[:-1]
+            found = self.entries.get(key)
+            if found is None:  # (a full call would trace it again)
+                return None
+            entry = found
+
     def __len__(self) -> int:
         return len(self.entries)
 

@@ -11,7 +11,16 @@ from .arguments import (
     disjoint,
     has_fixed_metadata,
 )
-from .call import Call, CallAnalyzer, array_key, device_of, hashable, static_key, weak
+from .call import (
+    Call,
+    CallAnalyzer,
+    array_key,
+    device_of,
+    hashable,
+    same_value,
+    static_key,
+    weak,
+)
 from .mismatch import describe_mismatch, device_diffs, distance
 
 __all__ = [
@@ -30,6 +39,7 @@ __all__ = [
     "distance",
     "has_fixed_metadata",
     "hashable",
+    "same_value",
     "static_key",
     "weak",
 ]

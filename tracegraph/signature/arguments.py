@@ -189,8 +189,9 @@ _FIXED = {int, float, bool, complex, str, type(None)}
 
 
 def _reader_for_fixed(t: type) -> bool:
-    # not CuPy's: `a.shape = ...` reshapes a CuPy array in place
-    fixed = _readers.get(t) is _describe_numba
+    # not CuPy's: `a.shape = ...` reshapes a CuPy array in place; NumPy's numbers are
+    # immutable (not np.void: a record scalar may be a view)
+    fixed = _readers.get(t) is _describe_numba or issubclass(t, (np.number, np.bool_))
     if fixed:
         _FIXED.add(t)
     return fixed

@@ -102,6 +102,8 @@ class CallAnalyzer:
             if (r[0] if type(r) is tuple else r()) is a:
                 continue
             old = infos[i]
+            if old is None and same_value(a, r):
+                continue  # an equal scalar: the same key
             if old is None or not arguments.has_fixed_metadata(a):
                 return None
             info = arguments.describe(a)
@@ -217,6 +219,13 @@ def weak(x: Any) -> Any:
         except TypeError:
             _NO_WEAKREF.add(t)
     return (x,)
+
+
+def same_value(x: Any, held: Any) -> bool:
+    """Is `x` a scalar equal, as the signature keys scalars, to the one `held` (weak's
+    (value,) for what has no weak reference)?"""
+    return type(held) is tuple and arguments.has_fixed_metadata(x) and \
+        static_key(x) == static_key(held[0])
 
 
 def hashable(x: Any) -> bool:

@@ -316,23 +316,40 @@ def _attributes(value: Any, names: frozenset[str],
     yield from _methods(value, ran)
 
 
-@functools.lru_cache(maxsize=8)
-def _names_ran(ran: frozenset) -> frozenset[str]:
-    return frozenset(code.co_name for code in ran)
+def _ran_in_classes(cls: type, ran: frozenset) -> list[tuple[int, str]]:
+    """(place in cls.__mro__, name) of the functions its classes hold that ran, by the
+    names the classes hold them under (`forward = _plus`, a patched method)."""
+    out = []
+    for i, c in enumerate(cls.__mro__):
+        if c.__module__ == "builtins":
+            continue
+        for name, v in list(vars(c).items()):
+            f = v.__func__ if isinstance(v, (staticmethod, classmethod)) else v
+            if isinstance(f, types.FunctionType) and f.__code__ in ran:
+                out.append((i, name))
+    return out
 
 
 def _methods(value: Any, ran: frozenset) -> Iterator[tuple[tuple, Any]]:
     """The methods of `value` that ran while the function traced, as the functions they
     run (`layer.forward.__func__`): a subclass swapped in, a method rebound on the class or
-    set on the instance runs other code eagerly."""
-    for name in _names_ran(ran):
+    set on the instance runs other code eagerly. One a subclass overrides that ran too
+    (`super().forward(x)`) by its class's place in the MRO."""
+    cls = type(value)
+    for i, name in _ran_in_classes(cls, ran):
         try:  # (not a property: evaluating it may have effects)
             static = inspect.getattr_static(value, name, None)
             fn = getattr(value, name) if isinstance(
                 static, (types.FunctionType, staticmethod, classmethod)) else None
+            owner = next(c for c in cls.__mro__ if name in vars(c))
         except Exception:
             continue
-        if isinstance(fn, types.MethodType) and fn.__func__.__code__ in ran:
+        if owner is not cls.__mro__[i]:  # overridden: reached by super() or the class
+            base = vars(cls.__mro__[i])[name]
+            if isinstance(base, (types.FunctionType, staticmethod)):
+                yield ((("()", "__class__"), ("()", "__mro__"), ("[]", i), ("()", name)),
+                       getattr(cls.__mro__[i], name))
+        elif isinstance(fn, types.MethodType) and fn.__func__.__code__ in ran:
             yield ((".", name), ("()", "__func__")), fn.__func__
         elif isinstance(fn, types.FunctionType) and fn.__code__ in ran:  # a staticmethod,
             yield (".", name), fn  # or a function set on the instance

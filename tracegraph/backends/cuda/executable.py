@@ -15,6 +15,7 @@ from ...signature import (
     describe,
     disjoint,
     has_fixed_metadata,
+    same_value,
     weak,
 )
 from .. import MISS, checks_hold
@@ -223,6 +224,8 @@ class CudaExecutable:
         seen = self._seen
         for k in moved:
             old, a = infos[k], args[k]
+            if old is None and same_value(a, self.armed[k]):  # type: ignore[index]
+                continue  # an equal scalar: the same signature, nothing to follow
             if old is None or k in self._watched_leaves:
                 return None
             hit = seen.get((k, id(a)))

@@ -1,0 +1,175 @@
+"""Hostile round 26 (direct replays of graphs capturing arrays): methods found by the names
+classes hold them under, methods overridden and reached through super(), and a graph
+traced for patched state replayed directly after the state was restored."""
+from __future__ import annotations
+
+from unittest import mock
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import tracegraph as tg
+from tracegraph import _numba
+
+N = 8
+
+
+@pytest.fixture
+def fixed_device_arrays(monkeypatch):
+    """Simulated device arrays count as of fixed metadata, as Numba's are on a GPU."""
+    from tracegraph.signature import arguments
+    if _numba.SIMULATOR:
+        monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {
+            type(cuda.to_device(np.zeros(1)))})
+
+
+@cuda.jit
+def axpy(x, w, a):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] * w[i] + a
+
+
+@cuda.jit
+def add_to(x, v):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += v
+
+
+def _against_eager(step, backend, changes):
+    """Call compiled and eager `step` twice after each change (a callable, or a context
+    manager entered for its calls), comparing x."""
+    f = tg.compile(step, backend=backend)
+
+    def both(tag):
+        for _ in range(2):
+            x, xe = cuda.to_device(np.ones(N)), cuda.to_device(np.ones(N))
+            f(x)
+            step(xe)
+            np.testing.assert_allclose(x.copy_to_host(), xe.copy_to_host(), err_msg=tag)
+    both("first")
+    for tag, change in changes:
+        if hasattr(change, "__enter__"):
+            with change:
+                both(tag)
+        else:
+            change()
+            both(tag)
+    return f
+
+
+class Layer:
+    def __init__(self, k):
+        self.W = cuda.to_device(np.full(N, 1.0 + k / 8))
+        self.a = 0.25 + k
+
+    def forward(self, x):
+        axpy[1, 32](x, self.W, self.a)
+
+
+def _zero_forward(self, x):  # an ablation
+    add_to[1, 32](x, 0.0)
+
+
+def test_a_method_patched_then_restored_replays_the_first_graph_again(
+        backend, fixed_device_arrays):
+    layers = [Layer(k) for k in range(2)]
+
+    def step(x):
+        for layer in layers:
+            layer.forward(x)
+    _against_eager(step, backend, [
+        ("patched", mock.patch.object(Layer, "forward", _zero_forward)),
+        ("restored", lambda: None)])
+
+
+def _plus(self, x):
+    axpy[1, 32](x, self.W, 1.0)
+
+
+def _minus(self, x):
+    axpy[1, 32](x, self.W, -1.0)
+
+
+class Aliased:
+    forward = _plus  # a method under another name than its function's
+
+    def __init__(self):
+        self.W = cuda.to_device(np.full(N, 2.0))
+
+
+def test_a_method_held_under_another_name_is_followed_when_rebound(
+        backend, fixed_device_arrays):
+    m = Aliased()
+
+    def step(x):
+        m.forward(x)
+
+    def rebind(fn):
+        def change():
+            Aliased.forward = fn
+        return change
+    try:
+        _against_eager(step, backend, [("minus", rebind(_minus)), ("plus", rebind(_plus))])
+    finally:
+        Aliased.forward = _plus
+
+
+class Base:
+    def __init__(self):
+        self.W = cuda.to_device(np.full(N, 2.0))
+
+    def forward(self, x):
+        axpy[1, 32](x, self.W, 1.0)
+
+
+class Child(Base):
+    def forward(self, x):
+        super().forward(x)
+        add_to[1, 32](x, 0.5)
+
+
+def forward(self, x):  # the same name as the method it replaces
+    axpy[1, 32](x, self.W, -3.0)
+
+
+def test_an_overridden_method_reached_through_super_is_followed_when_rebound(
+        backend, fixed_device_arrays):
+    m = Child()
+    original = Base.forward
+
+    def step(x):
+        m.forward(x)
+
+    def rebind(fn):
+        def change():
+            Base.forward = fn
+        return change
+    try:
+        _against_eager(step, backend, [("rebound", rebind(forward)),
+                                       ("restored", rebind(original))])
+    finally:
+        Base.forward = original
+
+
+class _Entry:
+    def __init__(self, key, checks, guarded=False):
+        self.key, self.fast_checks, self.guarded = key, checks, guarded
+
+
+def test_a_variant_is_replayed_directly_only_while_its_graph_s_paths_find_the_same():
+    # a full call checks the first graph's guards before it picks a variant; a direct
+    # replay of the variant must check them too (a variant's own guards may be fewer)
+    from tracegraph.cache import GraphCache
+    cache = GraphCache(None)
+    base = _Entry(("sig",), ("b1", "b2"))
+    variant = _Entry(("sig", ("captured now", (1,))), ("v1",))
+    assert cache.direct_checks(variant) is None  # its graph is gone: a full call traces
+    cache.entries[base.key] = base
+    assert cache.direct_checks(base) == ("b1", "b2")
+    assert cache.direct_checks(variant) == ("v1", "b1", "b2")
+    cache.entries[base.key] = _Entry(("sig",), (), guarded=True)
+    assert cache.direct_checks(variant) is None  # a path of its graph checked only in Python
+    assert cache.direct_checks(_Entry(("sig",), ("v",), guarded=True)) is None
