@@ -251,6 +251,29 @@ def test_a_containers_shape_is_checked():
     assert replay(ex, (a,)) is a
 
 
+@dry_run
+def test_an_arrays_layout_is_checked_in_c_and_in_python():
+    # a host array read only for its layout: the very array, of the same shape, strides
+    # and dtype (a NumPy array can be reshaped in place)
+    from tracegraph.backends import checks_hold
+    from tracegraph.pytree import layout
+    a, h = Obj(), np.zeros(4)
+    scope = {"H": h}
+    checks = ((30, scope, "H", (), layout(h)),)
+    ex = Armed((weakref.ref(a),), (0, 0, 0, None, checks))
+    assert replay(ex, (a,)) is a and checks_hold(checks, (a,))
+    h[:] = 7.0  # refilled in place: the same layout
+    assert replay(ex, (a,)) is a and checks_hold(checks, (a,))
+    h.shape = (2, 2)
+    assert replay(ex, (a,)) is NotImplemented and not checks_hold(checks, (a,))
+    h.shape = (4,)
+    assert replay(ex, (a,)) is a
+    scope["H"] = np.zeros(4)  # another array of the same layout
+    assert replay(ex, (a,)) is NotImplemented and not checks_hold(checks, (a,))
+    scope["H"] = h.view(np.int64)
+    assert replay(ex, (a,)) is NotImplemented
+
+
 def test_checks_hold_in_python_as_in_c():
     from tracegraph.backends import checks_hold
     k, other, holder = Obj(), Obj(), Obj()

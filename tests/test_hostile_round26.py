@@ -173,3 +173,39 @@ def test_a_variant_is_replayed_directly_only_while_its_graph_s_paths_find_the_sa
     cache.entries[base.key] = _Entry(("sig",), (), guarded=True)
     assert cache.direct_checks(variant) is None  # a path of its graph checked only in Python
     assert cache.direct_checks(_Entry(("sig",), ("v",), guarded=True)) is None
+
+
+@cuda.jit
+def inc(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 1
+
+
+H = np.zeros(4)
+
+
+def test_a_host_array_read_for_its_layout_reshaped_in_place_traces_again(
+        backend, fixed_device_arrays):
+    def step(x):
+        for _ in range(len(H)):  # (read only for its layout: checked by identity and layout)
+            inc[1, 32](x)
+
+    H.shape = (4,)
+    f = tg.compile(step, backend=backend)
+    for shape, want in [((4,), 4), ((4,), 4), ((2, 2), 2), ((2, 2), 2), ((4,), 4)]:
+        H.shape = shape
+        H[...] = want  # refilled in place: nothing to trace again for
+        x = cuda.to_device(np.zeros(N))
+        f(x)
+        np.testing.assert_array_equal(x.copy_to_host(), np.full(N, want))
+    assert f.cache_info().graphs == 2
+    x = cuda.to_device(np.zeros(N))
+    for _ in range(3):
+        f(x)
+    if backend == "cuda":
+        assert [e for e in f.compiled if getattr(e.executable, "armed", None)]
+    H.shape = (2, 2)
+    f(x)
+    np.testing.assert_array_equal(x.copy_to_host(), np.full(N, 14.0))
+    H.shape = (4,)

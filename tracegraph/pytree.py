@@ -189,3 +189,18 @@ def same_items(value: Any, items: tuple) -> bool:
         return len(now) == len(items) and all(a is b for a, b in zip(now, items))
     except Exception:
         return False
+
+
+def layout(array: Any) -> tuple:
+    """An array and its shape, strides and dtype: what a check of an array read only for
+    its layout compares (same_layout), since a NumPy array can be reshaped in place."""
+    return (array, array.shape, array.strides, array.dtype)
+
+
+def same_layout(value: Any, expected: tuple) -> bool:
+    """`value` is the very array of `expected` (layout's), of the same layout still."""
+    try:
+        return value is expected[0] and (value.shape, value.strides, value.dtype) == \
+            expected[1:]
+    except Exception:
+        return False

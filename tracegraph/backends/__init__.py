@@ -5,7 +5,7 @@ from typing import Any, Protocol
 
 from .. import _numba, config
 from ..errors import TracegraphError
-from ..pytree import container_shape, same_items, same_shape
+from ..pytree import container_shape, layout, same_items, same_layout, same_shape
 from ..signature.arguments import has_fixed_metadata
 
 BACKENDS = ("auto", "cuda", "sim")
@@ -28,7 +28,8 @@ def checks_hold(checks: tuple, args: tuple) -> bool:
     """What a direct replay checks itself all holds: each path (trace.paths.fast_check:
     from a global, a closure cell, an object or argument k, through attributes and items)
     still finds the very object it found when armed. Any error is a miss."""
-    return all(same_items(_walk(check, args), check[4]) if check[0] >= 20 else
+    return all(same_layout(_walk(check, args), check[4]) if check[0] >= 30 else
+               same_items(_walk(check, args), check[4]) if check[0] >= 20 else
                same_shape(_walk(check, args), check[4]) if check[0] >= 10 else
                _walk(check, args) is check[4] for check in checks)
 
@@ -41,7 +42,8 @@ def refreshed(checks: tuple, args: tuple) -> tuple | None:
     if any(v is MISS or (check[0] < 10 and has_fixed_metadata(check[4]) and
                          not has_fixed_metadata(v)) for check, v in zip(checks, now)):
         return None  # (an equal array found now whose layout may change: not by identity)
-    return tuple((*check[:4], tuple(v) if check[0] >= 20 else
+    return tuple((*check[:4], layout(v) if check[0] >= 30 else
+                  tuple(v) if check[0] >= 20 else
                   container_shape(v) if check[0] >= 10 else v)
                  for check, v in zip(checks, now))
 

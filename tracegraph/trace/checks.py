@@ -1,7 +1,7 @@
 """What a graph depends on in the Python state its function reads by name, and how each
 is checked on a call (trace/guards.py finds them): a captured or held array (Guard), a
 Python value (ValueGuard), a launched kernel (KernelGuard), a container's length, keys or
-items (ShapeGuard), a host array's contents (ContentsGuard)."""
+items (ShapeGuard), a host array's contents (ContentsGuard) or layout (LayoutGuard)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..pytree import container_shape
+from ..pytree import container_shape, same_layout
 from ..signature import arguments
 from ..signature.call import static_key
 from .paths import GONE, HostRef, function_of, is_value
@@ -122,6 +122,23 @@ class KernelGuard:
 
     def holds(self, fn: Callable, leaves: list, code_fn: Any = None) -> bool:
         return self.ref.resolve(fn, leaves, code_fn) is self.kernel
+
+
+@dataclass(frozen=True)
+class LayoutGuard:
+    """A host array the code reads only for its layout (`len(H)`, `H.shape`): the graph
+    holds while the path finds that very array, of the same shape, strides and dtype (a
+    staging buffer refilled in place keeps it; `H.shape = ...` in place does not)."""
+    ref: HostRef
+    layout: tuple  # pytree.layout at trace time
+    check: tuple | None = None  # as KernelGuard's (trace.paths.fast_check, shape=3)
+
+    @property
+    def array(self) -> Any:
+        return GONE
+
+    def holds(self, fn: Callable, leaves: list, code_fn: Any = None) -> bool:
+        return same_layout(self.ref.resolve(fn, leaves, code_fn), self.layout)
 
 
 @dataclass(frozen=True)

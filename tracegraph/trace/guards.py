@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..pytree import container_shape
+from ..pytree import container_shape, layout
 from ..signature import arguments
 from .bytecode import (
     changed,
@@ -31,6 +31,7 @@ from .checks import (
     ContentsGuard,
     Guard,
     KernelGuard,
+    LayoutGuard,
     ShapeGuard,
     ValueGuard,
     contents_key,
@@ -155,7 +156,7 @@ def _contents(fn: Callable, host_holders: list[Guard], touched: list[Any],
         if _array_name(g.ref) in beyond:
             out.append(ContentsGuard(g.ref, contents_key(g.array)))  # type: ignore[arg-type]
         elif not any(lo < g.info.extent[1] and g.info.extent[0] < hi for lo, hi in extents):
-            out.append(KernelGuard(g.ref, g.array, fast_check(fn, g.ref, g.array)))
+            out.append(LayoutGuard(g.ref, layout(g.array), fast_check(fn, g.ref, g.array, 3)))
     return out
 
 
@@ -284,5 +285,6 @@ def _holders(info: Any, holders: list[Guard]) -> list[Guard]:
     return [g for g in holders if g.info.extent[0] <= lo and hi <= g.info.extent[1]]
 
 
-__all__ = ["VARIANTS", "ContentsGuard", "Guard", "KernelGuard", "ShapeGuard", "ValueGuard",
+__all__ = ["VARIANTS", "ContentsGuard", "Guard", "KernelGuard", "LayoutGuard", "ShapeGuard",
+           "ValueGuard",
            "find_guards", "guarded_now", "stale_guard"]

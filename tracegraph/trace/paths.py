@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..pytree import container_shape
+from ..pytree import container_shape, layout
 from ..signature import arguments
 from .callees import Scope
 
@@ -89,8 +89,9 @@ def fast_check(fn: Callable, ref: HostRef, value: Any, shape: int = 0) -> tuple:
     """What a direct replay checks itself (backends.checks_hold, and the C entry): (kind,
     a, b, steps, value) — the path's start (0: globals dict a, name b; 1: closure cell a;
     2: object a, the bound method's instance or the callable object; 3: argument b), then
-    its steps ((is an item, key), ...), finding the very object `value` again (`shape`: a
-    list or dict of the same length or keys)."""
+    its steps ((is an item, key), ...), finding the very object `value` again (`shape` 1: a
+    list or dict of the same length or keys; 2: of the very same items; 3: the very array,
+    of the same layout)."""
     kind, name = ref.root[0], ref.root[1]
     code_fn = function_of(fn)
     if kind == "global":
@@ -105,9 +106,11 @@ def fast_check(fn: Callable, ref: HostRef, value: Any, shape: int = 0) -> tuple:
     else:
         head = (3, None, name)
     if shape:  # kind + 10: compare the container's shape (pytree.container_shape); + 20:
-        # its items, each the very object (the slow path compares them by value)
+        # its items, each the very object (the slow path compares them by value); + 30:
+        # the very array, of the same layout (pytree.layout)
         head = (head[0] + 10 * shape, *head[1:])
-        value = tuple(value) if shape == 2 else container_shape(value)
+        value = layout(value) if shape == 3 else tuple(value) if shape == 2 else \
+            container_shape(value)
     return (*head, tuple((how == "[]", key) for how, key in ref.steps), value)
 
 

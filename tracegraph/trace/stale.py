@@ -11,6 +11,7 @@ from .checks import (
     VARIANTS,
     ContentsGuard,
     KernelGuard,
+    LayoutGuard,
     ShapeGuard,
     ValueGuard,
     guarded_now,
@@ -33,6 +34,8 @@ def stale_error(stale: Any, qualname: str) -> SignatureError:
             "launches its trace made" if isinstance(stale, ShapeGuard) else
             "other contents than when {q} was traced, and the graph holds what the trace "
             "read of them" if isinstance(stale, ContentsGuard) else
+            "another array or layout than when {q} was traced, and the graph keeps what the "
+            "trace made of it" if isinstance(stale, LayoutGuard) else
             "another device array than when {q} was traced, and the graph holds the old "
             "one by address").format(q=qualname)
     return SignatureError(f"{stale.ref.describe()} holds {what}",

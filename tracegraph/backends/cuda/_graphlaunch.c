@@ -112,10 +112,27 @@ static int items_match(PyObject *now, PyObject *expected) {
     return same;
 }
 
+/* backends._same_layout: the very array `expected[0]`, its shape, strides and dtype still
+ * equal to expected[1:] (a NumPy array reshaped in place, `H.shape = ...`, is not). */
+static int layout_matches(PyObject *now, PyObject *expected) {
+    static const char *names[] = {"shape", "strides", "dtype"};
+    if (!PyTuple_Check(expected) || PyTuple_GET_SIZE(expected) != 4 ||
+        now != PyTuple_GET_ITEM(expected, 0))
+        return 0;
+    for (int i = 0; i < 3; i++) {
+        PyObject *attr = PyObject_GetAttrString(now, names[i]);
+        if (attr == NULL) return 0;
+        int same = PyObject_RichCompareBool(attr, PyTuple_GET_ITEM(expected, i + 1), Py_EQ);
+        Py_DECREF(attr);
+        if (same != 1) return 0;
+    }
+    return 1;
+}
+
 static int check_holds(PyObject *check, PyObject *const *given, Py_ssize_t ngiven) {
     if (!PyTuple_Check(check) || PyTuple_GET_SIZE(check) != 5) return 0;
     long kind = PyLong_AsLong(PyTuple_GET_ITEM(check, 0));
-    int shape = (int)(kind / 10); /* 1: the container's shape; 2: its items */
+    int shape = (int)(kind / 10); /* 1: the container's shape; 2: its items; 3: layout */
     kind %= 10;
     PyObject *a = PyTuple_GET_ITEM(check, 1), *b = PyTuple_GET_ITEM(check, 2);
     PyObject *steps = PyTuple_GET_ITEM(check, 3), *now = NULL;
@@ -150,7 +167,8 @@ static int check_holds(PyObject *check, PyObject *const *given, Py_ssize_t ngive
         Py_DECREF(now);
         now = NULL;
     }
-    int holds = now != NULL && (shape == 2 ? items_match(now, PyTuple_GET_ITEM(check, 4))
+    int holds = now != NULL && (shape == 3 ? layout_matches(now, PyTuple_GET_ITEM(check, 4))
+                                : shape == 2 ? items_match(now, PyTuple_GET_ITEM(check, 4))
                                 : shape ? shape_matches(now, PyTuple_GET_ITEM(check, 4))
                                         : now == PyTuple_GET_ITEM(check, 4));
     Py_XDECREF(now);
