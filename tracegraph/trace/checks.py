@@ -186,11 +186,36 @@ def guarded_now(program: Any, fn: Callable, leaves: list) -> tuple:
     """What each guard's path finds now (a value, or an array's memory and layout, so a
     fresh view over the same memory is the same): the key of the graph for them."""
     return tuple(_value_key(g.ref.resolve(fn, leaves)) if isinstance(g, ValueGuard) else
-                 ("kernel", id(g.ref.resolve(fn, leaves))) if isinstance(g, KernelGuard) else
+                 _found(g.ref, fn, leaves) if isinstance(g, KernelGuard) else
                  ("shape", shape_key(g.ref.resolve(fn, leaves), g.values))
                  if isinstance(g, ShapeGuard) else
                  contents_key(g.ref.resolve(fn, leaves)) if isinstance(g, ContentsGuard) else
                  _memory(g.ref.resolve(fn, leaves)) for g in program.guards)
+
+
+class _Same:
+    """An object in a key, equal only to itself (held: its id is not reused meanwhile)."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+def _found(ref: HostRef, fn: Callable, leaves: list) -> tuple:
+    """What a kernel's or function's path finds now, as a key; where it finds nothing, the
+    object its longest prefix finds (two different mocks patched in for a method, whose
+    `.__func__` finds nothing, are two keys)."""
+    for k in range(len(ref.steps), -1, -1):
+        now = HostRef(ref.root, ref.steps[:k]).resolve(fn, leaves)
+        if now is not GONE:
+            return ("kernel", k, _Same(now))
+    return ("kernel",)
 
 
 def _value_key(value: Any) -> Any:

@@ -13,8 +13,10 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..ir import BufferKind
 from ..pytree import container_shape, layout
 from ..signature import arguments
+from ..traced import Array, tracer_of, view_of
 from .bytecode import (
     changed,
     code_names,
@@ -79,6 +81,7 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     if keys:  # strings the code names that key a dict it reaches (`HP[KEY]`): look again
         names, cut = names | keys, []
         found = list(search(fn, leaves, paths, names, kernel_ids, cut, scopes, ran))
+    _warn_kept(found, name, where)
     keeps: list[str] = []  # values it reads and sets itself
     for ref, value in found:
         info = None if is_value(value) or id(value) in kernel_ids or \
@@ -108,6 +111,28 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     missing = _unseen(targets, guards, holders, names)
     _warn(name, where, cut, missing, keeps)
     return tuple(guards)
+
+
+def _warn_kept(found: list[tuple[HostRef, Any]], name: str, where: str) -> None:
+    """An array made while tracing that the function keeps in its state (weights created
+    lazily on the first call: `self._W = cuda.to_device(...)`, a cached_property): only a
+    stand-in is kept there, which the next trace, or an eager call, cannot use."""
+    kept = sorted({ref.describe() for ref, value in found
+                   if isinstance(value, Array) and _made(value)})
+    if kept:
+        warnings.warn(
+            f"tracegraph: {name} keeps an array it made while tracing in "
+            f"{', '.join(kept[:3])}: what is kept there is a stand-in for the graph's own "
+            "memory, not a device array, so the next trace or an eager call fails on it. "
+            "Make such arrays before the first call (in __init__, or by calling the "
+            f"function once without tracegraph), or return them (traced at {where})",
+            UserWarning, stacklevel=3)
+
+
+def _made(a: Array) -> bool:
+    """Is `a` over memory the trace made (not the caller's arrays, nor views of them)?"""
+    return tracer_of(a).buffers[view_of(a).buffer].kind in (BufferKind.TEMP,
+                                                             BufferKind.HOST_CONSTANT)
 
 
 def _array_guard(fn: Callable, ref: HostRef, value: Any, info: arguments.ArrayInfo) -> Guard:

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..pytree import container_shape, layout
 from ..signature import arguments
+from ..traced import Array
 from .callees import Scope
 
 _DEPTH = 3       # steps from a root: self.layers[2].w
@@ -134,10 +135,14 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
         value, ref = queue.popleft()
         looked += 1
         try:
+            if isinstance(value, Array):  # made while tracing, kept in the user's state
+                yield ref, value
+                continue
             if id(value) in also or arguments.describe(value) is not None or \
                     is_value(value):
                 yield ref, value
-                continue
+                if not isinstance(value, enum.Enum):  # (a member's methods may have run)
+                    continue
             if container_shape(value) is not None and seen.get(id(value), 0) < _ALIASES:
                 yield ref, value  # its length or keys may decide what the code launches
             if isinstance(value, types.FunctionType) and value.__code__ in ran:
@@ -254,6 +259,7 @@ def children(value: Any, names: frozenset[str],
                     continue
                 if not isinstance(child, _FUNCTIONS):
                     yield (".", name), child
+        yield from _methods(value, ran)  # its functions that ran (`K.run(x)`)
         return
     if isinstance(value, types.MethodType):  # a bound method kept as a value: its instance
         if getattr(value.__func__, "__code__", None) in ran:
@@ -334,27 +340,33 @@ def _ran_in_classes(cls: type, ran: frozenset) -> list[tuple[int, str]]:
 
 
 def _methods(value: Any, ran: frozenset) -> Iterator[tuple[tuple, Any]]:
-    """The methods of `value` that ran while the function traced, as the functions they
-    run (`layer.forward.__func__`): a subclass swapped in, a method rebound on the class or
-    set on the instance runs other code eagerly. One a subclass overrides that ran too
-    (`super().forward(x)`) by its class's place in the MRO."""
-    cls = type(value)
+    """The methods of `value` (an object or a class) that ran while the function traced, as
+    the functions they run (`layer.forward.__func__`, `K.run.__func__`): a subclass swapped
+    in, a method rebound on the class or set on the instance runs other code eagerly. One a
+    subclass overrides that ran too (`super().forward(x)`) by its class's place in the MRO;
+    one run by syntax (`m(x)`: `__call__`) though the code never names it."""
+    is_class = isinstance(value, type)
+    try:
+        cls = value if is_class else value.__class__  # (what the path walks: a property)
+        mro = cls.__mro__
+    except Exception:
+        return
     for i, name in _ran_in_classes(cls, ran):
         try:  # (not a property: evaluating it may have effects)
-            static = inspect.getattr_static(value, name, None)
-            fn = getattr(value, name) if isinstance(
-                static, (types.FunctionType, staticmethod, classmethod)) else None
-            owner = next(c for c in cls.__mro__ if name in vars(c))
+            owner = next(c for c in mro if name in vars(c))
+            static = vars(mro[i])[name] if owner is not mro[i] else \
+                inspect.getattr_static(value, name, None)
+            if not isinstance(static, (types.FunctionType, staticmethod, classmethod)):
+                continue
+            path: tuple = ((("()", "__class__"),) if not is_class else ()) + (
+                ("()", "__mro__"), ("[]", i), ("()", name)) if owner is not mro[i] else (
+                ("()" if name.startswith("__") else ".", name),)
+            fn = getattr(mro[i] if owner is not mro[i] else value, name)
         except Exception:
             continue
-        if owner is not cls.__mro__[i]:  # overridden: reached by super() or the class
-            base = vars(cls.__mro__[i])[name]
-            if isinstance(base, (types.FunctionType, staticmethod)):
-                yield ((("()", "__class__"), ("()", "__mro__"), ("[]", i), ("()", name)),
-                       getattr(cls.__mro__[i], name))
-        elif isinstance(fn, types.MethodType) and fn.__func__.__code__ in ran:
-            yield ((".", name), ("()", "__func__")), fn.__func__
-        elif isinstance(fn, types.FunctionType) and fn.__code__ in ran:  # a staticmethod,
-            yield (".", name), fn  # or a function set on the instance
+        if isinstance(fn, types.MethodType):  # (made anew on every read: its function)
+            path, fn = (*path, ("()", "__func__")), fn.__func__
+        if isinstance(fn, types.FunctionType) and fn.__code__ in ran:
+            yield path, fn
 
 

@@ -91,7 +91,8 @@ class Tracer:
             raise TraceError("a traced array from another trace was used",
                              where=user_location(4),
                              fix="do not keep traced arrays between calls or share them "
-                                 "between compiled functions")
+                                 "between compiled functions (weights made lazily while "
+                                 "the first call traced: make them before it)")
         return view_of(a)
 
     # -- launches -----------------------------------------------------------
