@@ -60,13 +60,18 @@ def side_effects(fn: Callable) -> list[tuple[str, int]]:
             continue
         if op in ("LOAD_ATTR", "LOAD_METHOD") and chain is not None:
             dotted, obj = chain
-            if isinstance(obj, _CONTAINERS) and name in _MUTATORS:
+            # (by type: an object's `__class__` may be a property that raises)
+            if issubclass(type(obj), _CONTAINERS) and name in _MUTATORS:
                 found.append((f"calls {dotted}.{name}(), changing a {type(obj).__name__} "
                               "defined outside the traced function", line))
-            elif isinstance(obj, types.ModuleType) and obj.__name__ in _FROZEN_VALUE_MODULES:
+            elif issubclass(type(obj), types.ModuleType) and \
+                    obj.__name__ in _FROZEN_VALUE_MODULES:
                 found.append((f"uses {dotted}.{name}: the value it gives at trace time is "
                               "baked into the graph", line))
-            chain = (f"{dotted}.{name}", getattr(obj, name, None))
+            try:
+                chain = (f"{dotted}.{name}", getattr(obj, name, None))
+            except Exception:  # a property that raises: nothing further to see
+                chain = None
             continue
         if op == "STORE_ATTR" and chain is not None:
             found.append((f"sets {chain[0]}.{name}, an attribute of an object defined outside "

@@ -35,6 +35,7 @@ from .devicearrays import (
 from .hooks import current_tracer, in_host_callback, install_hooks, set_tracer
 from .kernels import (
     SIMULATOR,
+    compiling,
     is_device_function,
     is_kernel,
     kernel_extensions,
@@ -82,6 +83,7 @@ __all__ = [
     "array_type",
     "baked_device_arrays",
     "compiled_kernel",
+    "compiling",
     "cooperative_grid_limit",
     "current_tracer",
     "device_address",

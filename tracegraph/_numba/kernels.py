@@ -103,3 +103,10 @@ def referenced_names(code: pytypes.CodeType) -> set[str]:
         if isinstance(const, pytypes.CodeType):
             names |= referenced_names(const)
     return names
+
+
+def compiling() -> bool:
+    """Is Numba compiling on this thread now (a typing hook, an extension's entry points:
+    Python that runs inside the compiler, not the caller's code)?"""
+    from numba.core.compiler_lock import global_compiler_lock
+    return bool(global_compiler_lock.is_locked())

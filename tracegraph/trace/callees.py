@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._numba import compiling
+
 # code of these packages and of the standard library (by where its file is: a module of
 # the user's may share a standard module's name, `sched.py`) is not the user's: its state
 # is the library's, and following it would only cost time
@@ -97,7 +99,10 @@ class Callees:
         code = frame.f_code
         library = self._library.get(code)
         if library is None:
-            library = self._library[code] = library_code(code, frame.f_globals)
+            library = library_code(code, frame.f_globals)
+            if not library and compiling():  # Python Numba runs as it compiles (another
+                return False  # package's typing hooks): not the function's; asked again
+            self._library[code] = library
             if not library:
                 self.found[code] = frame.f_globals
         if not library and code.co_argcount:

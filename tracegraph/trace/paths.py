@@ -330,7 +330,7 @@ def _ran_in_classes(cls: type, ran: frozenset) -> list[tuple[int, str]]:
     names the classes hold them under (`forward = _plus`, a patched method)."""
     out = []
     for i, c in enumerate(cls.__mro__):
-        if c.__module__ == "builtins":
+        if c is object:  # (a class made by exec with no __name__ says "builtins" too)
             continue
         for name, v in list(vars(c).items()):
             f = v.__func__ if isinstance(v, (staticmethod, classmethod)) else v
@@ -362,10 +362,14 @@ def _methods(value: Any, ran: frozenset) -> Iterator[tuple[tuple, Any]]:
                 ("()", "__mro__"), ("[]", i), ("()", name)) if owner is not mro[i] else (
                 ("()" if name.startswith("__") else ".", name),)
             fn = getattr(mro[i] if owner is not mro[i] else value, name)
+            again = getattr(mro[i] if owner is not mro[i] else value, name)
         except Exception:
             continue
         if isinstance(fn, types.MethodType):  # (made anew on every read: its function)
             path, fn = (*path, ("()", "__func__")), fn.__func__
+            again = getattr(again, "__func__", None)
+        if again is not fn:  # a new function on every read (a __getattribute__ wrapping
+            continue  # methods): not one a check can find again
         if isinstance(fn, types.FunctionType) and fn.__code__ in ran:
             yield path, fn
 
