@@ -342,7 +342,7 @@ class Block:
         return 1
 
     def step(self, x, out):
-        self.act[1, 32](x, out)
+        type(self).act[1, 32](x, out)  # (through the class: a Numba kernel binds to an instance)
 
 
 class Callable:

@@ -40,11 +40,13 @@ def library_code(code: types.CodeType, scope: dict) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _standard(file: str) -> bool:
-    """Is this file the standard library's?"""
+    """Is this file the standard library's or an installed package's (site-packages: import
+    hooks and other packages' helpers run inside a trace are not the user's; a package of
+    the user's installed editable lives in its source tree)?"""
     if file.startswith("<frozen"):
         return True
     file = os.path.normcase(os.path.realpath(file)) if os.path.isabs(file) else file
-    return file.startswith(_STDLIB) and not any(s in file for s in _SITE)
+    return file.startswith(_STDLIB) or any(os.sep + s + os.sep in file for s in _SITE)
 
 
 @dataclass(frozen=True, eq=False)

@@ -69,8 +69,11 @@ def add_kernel(graph: Any, grid: tuple, block: tuple, sharedmem: int, kernel: An
                args: Sequence[Any]) -> RawNode:
     """A kernel node at the root of `graph` (cuGraphAddKernelNode; the driver copies the
     parameter values now)."""
-    p = _node_params(grid, block, sharedmem, kernel, args)[0]
+    # (the values and pointer array the struct points into must outlive the call: a
+    # struct alone let them be freed first, INVALID_VALUE or a crash on a GPU)
+    p, values, pointers = _node_params(grid, block, sharedmem, kernel, args)
     err, node = driver().cuGraphAddKernelNode(graph.handle, None, 0, p)
+    del values, pointers
     check(err, "cuGraphAddKernelNode")
     return RawNode(node, kernel)
 
