@@ -109,11 +109,10 @@ def builders(env, n, size, block):
                      note=how, keep=replay)
 
     def numba_capture_specialized():
-        import ctypes
         env.need_gpu("stream capture")
         x = cuda.to_device(x0(size))
         k = specialized(axpb, size)
-        p = ctypes.c_void_p(x.__cuda_array_interface__["data"][0])
+        p = int(x.__cuda_array_interface__["data"][0])  # (the pointer as a number: cuda.core takes no ctypes)
 
         def chain_of(s):
             for _ in range(n):
