@@ -104,3 +104,27 @@ def with_state_change(backend: str, make: Callable, fn_of: Callable, change: Cal
         fn_of(theirs)(xe)
     np.testing.assert_allclose(xt.copy_to_host(), xe.copy_to_host())
     return f
+
+
+def against_eager(step: Callable, backend: str, changes: list, calls: int = 2) -> Any:
+    """Call compiled and eager `step` (one device array of N ones each) `calls` times
+    first and after each (tag, change): a callable, or a context manager entered for its
+    calls; compare what they leave. Returns the compiled function."""
+    f = tg.compile(step, backend=backend)
+    n = 8
+
+    def both(tag: str) -> None:
+        for _ in range(calls):
+            x, xe = cuda.to_device(np.ones(n)), cuda.to_device(np.ones(n))
+            f(x)
+            step(xe)
+            np.testing.assert_allclose(x.copy_to_host(), xe.copy_to_host(), err_msg=tag)
+    both("first")
+    for tag, change in changes:
+        if hasattr(change, "__enter__"):
+            with change:
+                both(tag)
+        else:
+            change()
+            both(tag)
+    return f

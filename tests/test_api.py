@@ -387,14 +387,6 @@ def test_a_failed_compile_leaves_nothing_behind(backend):
 
 # -- the memo of the last arguments, and other arrays of the same kind (ping-pong) ----------
 
-@pytest.fixture
-def fixed_device_arrays(monkeypatch):
-    """The memo only trusts array types whose metadata cannot change (Numba's and CuPy's
-    device arrays); the simulator's stand-in is one in practice, so let it in here."""
-    from tracegraph.signature import arguments
-    monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {type(cuda.device_array(1))})
-
-
 def test_alternating_arrays_reuse_the_signature_without_re_analysis(backend,
                                                                    fixed_device_arrays):
     f = tg.compile(lambda src, dst: copy[1, 16](src, dst), backend=backend)

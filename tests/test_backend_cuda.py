@@ -425,16 +425,6 @@ def test_the_fake_platform_catches_a_broken_re_point(monkeypatch):
 # ---------------------------------------------------------------------------
 # replay_same: a call with the very objects of the last one launches directly
 
-@pytest.fixture
-def fixed_device_arrays(monkeypatch):
-    """On the CPU, let simulated device arrays count as of fixed metadata, as Numba's real
-    DeviceNDArrays do, so the direct replay path runs here too."""
-    from tracegraph.signature import arguments
-    if _numba.SIMULATOR:
-        monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {
-            type(cuda.to_device(np.zeros(1)))})
-
-
 def _direct_launches(f):
     return [e.executable for e in f.compiled if getattr(e.executable, "armed", None)]
 

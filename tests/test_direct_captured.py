@@ -8,22 +8,12 @@ from __future__ import annotations
 import types
 
 import numpy as np
-import pytest
 from numba import cuda
 
 import tracegraph as tg
 from tracegraph import _numba
 
 N = 8
-
-
-@pytest.fixture
-def fixed_device_arrays(monkeypatch):
-    """Simulated device arrays count as of fixed metadata, as Numba's are on a GPU."""
-    from tracegraph.signature import arguments
-    if _numba.SIMULATOR:
-        monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {
-            type(cuda.to_device(np.zeros(1)))})
 
 
 @cuda.jit

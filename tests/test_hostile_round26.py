@@ -6,22 +6,12 @@ from __future__ import annotations
 from unittest import mock
 
 import numpy as np
-import pytest
 from numba import cuda
 
 import tracegraph as tg
-from tracegraph import _numba
+from eager import against_eager
 
 N = 8
-
-
-@pytest.fixture
-def fixed_device_arrays(monkeypatch):
-    """Simulated device arrays count as of fixed metadata, as Numba's are on a GPU."""
-    from tracegraph.signature import arguments
-    if _numba.SIMULATOR:
-        monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {
-            type(cuda.to_device(np.zeros(1)))})
 
 
 @cuda.jit
@@ -36,28 +26,6 @@ def add_to(x, v):
     i = cuda.grid(1)
     if i < x.size:
         x[i] += v
-
-
-def _against_eager(step, backend, changes):
-    """Call compiled and eager `step` twice after each change (a callable, or a context
-    manager entered for its calls), comparing x."""
-    f = tg.compile(step, backend=backend)
-
-    def both(tag):
-        for _ in range(2):
-            x, xe = cuda.to_device(np.ones(N)), cuda.to_device(np.ones(N))
-            f(x)
-            step(xe)
-            np.testing.assert_allclose(x.copy_to_host(), xe.copy_to_host(), err_msg=tag)
-    both("first")
-    for tag, change in changes:
-        if hasattr(change, "__enter__"):
-            with change:
-                both(tag)
-        else:
-            change()
-            both(tag)
-    return f
 
 
 class Layer:
@@ -80,7 +48,7 @@ def test_a_method_patched_then_restored_replays_the_first_graph_again(
     def step(x):
         for layer in layers:
             layer.forward(x)
-    _against_eager(step, backend, [
+    against_eager(step, backend, [
         ("patched", mock.patch.object(Layer, "forward", _zero_forward)),
         ("restored", lambda: None)])
 
@@ -112,7 +80,7 @@ def test_a_method_held_under_another_name_is_followed_when_rebound(
             Aliased.forward = fn
         return change
     try:
-        _against_eager(step, backend, [("minus", rebind(_minus)), ("plus", rebind(_plus))])
+        against_eager(step, backend, [("minus", rebind(_minus)), ("plus", rebind(_plus))])
     finally:
         Aliased.forward = _plus
 
@@ -148,7 +116,7 @@ def test_an_overridden_method_reached_through_super_is_followed_when_rebound(
             Base.forward = fn
         return change
     try:
-        _against_eager(step, backend, [("rebound", rebind(forward)),
+        against_eager(step, backend, [("rebound", rebind(forward)),
                                        ("restored", rebind(original))])
     finally:
         Base.forward = original

@@ -12,32 +12,11 @@ from unittest import mock
 import numpy as np
 import pytest
 from numba import cuda
-from test_hostile_round26 import N, add_to, axpy, fixed_device_arrays  # noqa: F401
+from eager import against_eager
+from test_hostile_round26 import N, add_to, axpy
 
 import tracegraph as tg
 from tracegraph.errors import TraceError
-
-
-def _check(step, backend, changes, calls=2):
-    """Compiled against eager `step`, `calls` times after each change (a callable, or a
-    context manager entered for its calls); returns the compiled function."""
-    f = tg.compile(step, backend=backend)
-
-    def both(tag):
-        for _ in range(calls):
-            x, xe = cuda.to_device(np.ones(N)), cuda.to_device(np.ones(N))
-            f(x)
-            step(xe)
-            np.testing.assert_allclose(x.copy_to_host(), xe.copy_to_host(), err_msg=tag)
-    both("first")
-    for tag, change in changes:
-        if hasattr(change, "__enter__"):
-            with change:
-                both(tag)
-        else:
-            change()
-            both(tag)
-    return f
 
 
 def _set(owner, name, value):
@@ -81,7 +60,7 @@ def test_methods_reached_through_a_class_are_followed_when_rebound(
         K.srun(x)
         K.plain(x)
     try:
-        _check(step, backend, [("classmethod", _set(K, "run", classmethod(_run2))),
+        against_eager(step, backend, [("classmethod", _set(K, "run", classmethod(_run2))),
                                ("staticmethod", _set(K, "srun", staticmethod(_srun2))),
                                ("function", _set(K, "plain", _plain2))])
     finally:
@@ -109,7 +88,7 @@ def test_an_enum_member_s_method_is_followed_when_rebound(backend, fixed_device_
     def step(x):
         ACT.launch(x)
     try:
-        _check(step, backend, [("rebound", _set(Act, "launch", launch2))])
+        against_eager(step, backend, [("rebound", _set(Act, "launch", launch2))])
     finally:
         Act.launch = original
 
@@ -139,7 +118,7 @@ def test_a_base_classmethod_reached_through_super_is_followed_when_rebound(
         m.run(x)
         CChild.run(x)
     try:
-        _check(step, backend, [("rebound", _set(CBase, "run", classmethod(run2))),
+        against_eager(step, backend, [("rebound", _set(CBase, "run", classmethod(run2))),
                                ("restored", _set(CBase, "run", original))])
     finally:
         CBase.run = original
@@ -173,7 +152,7 @@ def test_a_base_class_named_by_its_global_and_defined_again_is_followed(
         global Base
         Base = _make_base(-6.0)
     try:
-        _check(step, backend, [("defined again", define_again)])
+        against_eager(step, backend, [("defined again", define_again)])
     finally:
         Base = first
 
@@ -216,7 +195,7 @@ def test_methods_run_by_syntax_are_followed_when_rebound(backend, fixed_device_a
                       else self.x, -100.0)
         return args[0] if args else None
     try:
-        _check(step, backend, [("rebound", _set(Op, dunder, other))])
+        against_eager(step, backend, [("rebound", _set(Op, dunder, other))])
     finally:
         setattr(Op, dunder, original)
 
@@ -237,7 +216,7 @@ def test_mocks_patched_in_one_after_another_are_each_followed(backend, fixed_dev
 
     def step(x):
         m.forward(x)
-    _check(step, backend, [
+    against_eager(step, backend, [
         ("mock a", mock.patch.object(Layer, "forward", mock.Mock(side_effect=ablate(100.0)))),
         ("mock b", mock.patch.object(Layer, "forward", mock.Mock(side_effect=ablate(-100.0)))),
         ("restored", lambda: None),
@@ -270,7 +249,7 @@ def test_an_object_whose_class_is_a_property_does_not_trace_every_call(
 
     def step(x):
         m.forward(x)
-    f = _check(step, backend, [], calls=6)
+    f = against_eager(step, backend, [], calls=6)
     assert f.cache_info().graphs == 1 and sum(f.cache_info().misses.values()) == 1
 
 

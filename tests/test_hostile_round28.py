@@ -9,10 +9,9 @@ import warnings
 import numba
 import numpy as np
 from numba import cuda
-from test_hostile_round26 import N, add_to, axpy, fixed_device_arrays  # noqa: F401
-from test_hostile_round27 import _check
+from eager import against_eager
+from test_hostile_round26 import N, add_to, axpy
 
-import tracegraph as tg
 
 W = cuda.to_device(np.full(N, 2.0))
 
@@ -29,7 +28,7 @@ def test_an_njit_helper_compiled_while_tracing_is_not_the_function_s_code(
         add_to[1, 32](x, coef(1.5))
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        f = _check(step, backend, [], calls=3)
+        f = against_eager(step, backend, [], calls=3)
     assert sum(f.cache_info().misses.values()) == 1
 
 
@@ -44,7 +43,7 @@ def test_a_class_made_by_exec_without_a_module_name_is_followed_when_rebound(
 
     def rebind():
         ns["Gen"].run = lambda self, x: add_to[1, 32](x, 50.0)
-    _check(step, backend, [("rebound", rebind)])
+    against_eager(step, backend, [("rebound", rebind)])
 
 
 class Instrumented:
@@ -67,7 +66,7 @@ def test_methods_wrapped_anew_on_every_read_do_not_trace_every_call(
 
     def step(x):
         m.run(x)
-    f = _check(step, backend, [], calls=6)
+    f = against_eager(step, backend, [], calls=6)
     assert sum(f.cache_info().misses.values()) == 1
 
 
@@ -85,5 +84,5 @@ def test_an_object_whose_class_property_raises_traces(backend, fixed_device_arra
 
     def step(x):
         w.go(x)
-    f = _check(step, backend, [], calls=3)
+    f = against_eager(step, backend, [], calls=3)
     assert sum(f.cache_info().misses.values()) == 1

@@ -83,6 +83,7 @@ class CudaExecutable:
         self._armed_disjoint = False
         self._armed_arrays = 0
         self._captured = captured_extents(plan, self.memory.base)
+        self._armed_overlaps: frozenset = frozenset()
         # (argument position, id) -> (weak reference, info) of arrays a direct call took
         # in the armed signature's place: fixed metadata, so described once (ping-pong)
         self._seen: dict[tuple[int, int], tuple[Any, ArrayInfo]] = {}
@@ -134,6 +135,7 @@ class CudaExecutable:
                 self._armed_infos = list(infos)
                 self._armed_disjoint = disjoint(infos)
                 self._armed_arrays = sum(i is not None for i in infos)
+                self._armed_overlaps = overlaps(infos, self._captured)
             return r.results(leaves)
 
     def replay_same(self, args: tuple, stream: Any = None) -> Any:
@@ -246,8 +248,7 @@ class CudaExecutable:
             return None
         if self._armed_arrays > 1 and not disjoint(infos):
             return None  # sharing memory is another signature
-        if self._captured and overlaps(infos, self._captured) != \
-                overlaps(self._armed_infos, self._captured):
+        if self._captured and overlaps(infos, self._captured) != self._armed_overlaps:
             return None  # how inputs overlap captured arrays is another graph
         return infos
 
