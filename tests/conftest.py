@@ -37,6 +37,15 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     # eager references launch on Numba's simulator itself: one shared array per block
     from tracegraph import _numba
     _numba.fix_eager_shared_arrays()
+    # a kernel a class holds binds to an instance on a GPU (CUDADispatcher.__get__), so
+    # `type(self).k` and `self.k` differ there: the simulator's kernels do the same here
+    import types as _types
+
+    from numba.cuda.simulator.kernel import FakeCUDAKernel as _Kernel
+
+    if not hasattr(_Kernel, "__get__"):
+        _Kernel.__get__ = lambda k, obj, cls=None: k if obj is None else \
+            _types.MethodType(k, obj)
 
 
 def pytest_report_header(config):

@@ -312,6 +312,7 @@ def _attributes(value: Any, names: frozenset[str],
     for k in getattr(type(value), "__slots__", ()):
         if isinstance(k, str) and hasattr(value, k):
             yield (".", k), getattr(value, k)
+    yield from _shadowed_in_class(value, names, own)
     # attributes the code names that the object computes (properties, __getattr__): a
     # replay evaluates them again, as the call would
     for k in sorted(names - set(own)):
@@ -320,9 +321,37 @@ def _attributes(value: Any, names: frozenset[str],
                 child = getattr(value, k)
             except Exception:
                 continue
-            if not isinstance(child, _FUNCTIONS):  # a kernel the class holds, too
+            if isinstance(child, types.MethodType) and \
+                    not isinstance(child.__func__, types.FunctionType):
+                # a kernel the class holds, bound to the instance (CUDADispatcher's
+                # __get__): what `type(self).k` finds
+                yield ((".", k), ("()", "__func__")), child.__func__
+            elif not isinstance(child, _FUNCTIONS):  # a kernel the class holds, too
                 yield (".", k), child
     yield from _methods(value, ran)
+
+
+def _shadowed_in_class(value: Any, names: frozenset[str],
+                       own: Any) -> Iterator[tuple[tuple, Any]]:
+    """What the class holds under a name the code uses that the instance's own attribute
+    hides (`type(self).act` where `self.act` is another kernel): what `self.x` finds does
+    not say it."""
+    hidden = sorted(k for k in names & set(own) if not k.startswith(("__", "[")))
+    if not hidden:
+        return
+    try:
+        cls = value.__class__  # (what the path walks: a property)
+    except Exception:
+        return
+    for k in hidden:
+        if not isinstance(cls, type) or not any(k in vars(c) for c in cls.__mro__[:-1]):
+            continue
+        try:
+            child = getattr(cls, k)
+        except Exception:
+            continue
+        if not isinstance(child, _FUNCTIONS):
+            yield (("()", "__class__"), (".", k)), child
 
 
 def _ran_in_classes(cls: type, ran: frozenset) -> list[tuple[int, str]]:
