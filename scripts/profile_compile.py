@@ -33,6 +33,8 @@ def ms(fn) -> float:
 
 
 def capture_first_call(x) -> float:
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return float("nan")  # (no GPU: the phases alone, on the CPU stand-in)
     from cuda.core import Device
     dev = Device()
     dev.set_current()
@@ -48,7 +50,36 @@ def capture_first_call(x) -> float:
     return ms(first)
 
 
+PHASES: dict[str, list[float]] = {}
+
+
+def _time_phases() -> None:
+    """Wrap the first call's phases (api's trace_function, run_passes and lower; the cuda
+    backend's node build, instantiate and executable) to time each."""
+    import functools
+    import importlib
+    api = importlib.import_module("tracegraph.api")
+    build = importlib.import_module("tracegraph.backends.cuda.build")
+    executable = importlib.import_module("tracegraph.backends.cuda.executable")
+    for owner, name, label in ((api, "trace_function", "trace"), (api, "run_passes", "passes"),
+                               (api, "lower", "lower"),
+                               (build.GraphBuilder, "build", "build + instantiate"),
+                               (build.GraphBuilder, "instantiate", "instantiate"),
+                               (executable.CudaExecutable, "__init__", "executable")):
+        def wrap(orig, label=label):
+            @functools.wraps(orig)
+            def timed(*a, **k):
+                t0 = time.perf_counter()
+                try:
+                    return orig(*a, **k)
+                finally:
+                    PHASES.setdefault(label, []).append((time.perf_counter() - t0) * 1e3)
+            return timed
+        setattr(owner, name, wrap(getattr(owner, name)))
+
+
 def main() -> None:
+    _time_phases()
     x = cuda.to_device(x0(SIZE))
     make_chain(axpb, 1, GRID, BLOCK)(x)
     cuda.synchronize()
@@ -56,16 +87,19 @@ def main() -> None:
     times: dict[str, list[float]] = {}
     for _ in range(7):
         times.setdefault("trace", []).append(
-            ms(lambda: tg.compile(make_chain(axpb, N, GRID, BLOCK)).trace(x)))
+            ms(lambda: tg.compile(make_chain(axpb, N, GRID, BLOCK), backend="cuda").trace(x)))
         times.setdefault("lower", []).append(
-            ms(lambda: tg.compile(make_chain(axpb, N, GRID, BLOCK)).lower(x)))
+            ms(lambda: tg.compile(make_chain(axpb, N, GRID, BLOCK), backend="cuda").lower(x)))
         times.setdefault("first_call", []).append(
-            ms(lambda: tg.compile(make_chain(axpb, N, GRID, BLOCK))(x)))
+            ms(lambda: tg.compile(make_chain(axpb, N, GRID, BLOCK), backend="cuda")(x)))
         times.setdefault("capture_first_call", []).append(capture_first_call(x))
     for name, v in times.items():
         lines.append(f"{name:20s} median {statistics.median(v):7.2f} ms  min {min(v):7.2f}")
+    lines.append("phases of every call above (trace and lower calls included):")
+    for name, v in PHASES.items():
+        lines.append(f"  {name:20s} median {statistics.median(v):7.2f} ms  n={len(v)}")
     prof = cProfile.Profile()
-    f = tg.compile(make_chain(axpb, N, GRID, BLOCK))
+    f = tg.compile(make_chain(axpb, N, GRID, BLOCK), backend="cuda")
     prof.enable()
     f(x)
     cuda.synchronize()

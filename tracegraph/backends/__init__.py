@@ -28,7 +28,9 @@ def checks_hold(checks: tuple, args: tuple) -> bool:
     """What a direct replay checks itself all holds: each path (trace.paths.fast_check:
     from a global, a closure cell, an object or argument k, through attributes and items)
     still finds the very object it found when armed. Any error is a miss."""
-    return all(same_layout(_walk(check, args), check[4]) if check[0] >= 30 else
+    return all(_walk(check, args) is MISS if check[0] >= 50 else
+               type(_walk(check, args)) is check[4] if check[0] >= 40 else
+               same_layout(_walk(check, args), check[4]) if check[0] >= 30 else
                same_items(_walk(check, args), check[4]) if check[0] >= 20 else
                same_shape(_walk(check, args), check[4]) if check[0] >= 10 else
                _walk(check, args) is check[4] for check in checks)
@@ -39,10 +41,12 @@ def refreshed(checks: tuple, args: tuple) -> tuple | None:
     check by value, so an equal object reassigned keeps the direct path); None where a
     path finds nothing."""
     now = tuple(_walk(check, args) for check in checks)
-    if any(v is MISS or (check[0] < 10 and has_fixed_metadata(check[4]) and
-                         not has_fixed_metadata(v)) for check, v in zip(checks, now)):
+    if any((v is MISS) != (check[0] >= 50) or (check[0] < 10 and has_fixed_metadata(check[4])
+                                               and not has_fixed_metadata(v))
+           for check, v in zip(checks, now)):
         return None  # (an equal array found now whose layout may change: not by identity)
-    return tuple((*check[:4], layout(v) if check[0] >= 30 else
+    return tuple((*check[:4], None if check[0] >= 50 else type(v) if check[0] >= 40 else
+                  layout(v) if check[0] >= 30 else
                   tuple(v) if check[0] >= 20 else
                   container_shape(v) if check[0] >= 10 else v)
                  for check, v in zip(checks, now))

@@ -29,7 +29,7 @@ from .ops import (
     ScalarArg,
     args_key,
 )
-from .program import InputLeaf, OutputLeaf, Program, op_graph, same_binding, verify
+from .program import InputLeaf, OutputLeaf, Program, copy_graph, op_graph, same_binding, verify
 
 # the buffer kinds by their short names
 TEMP = BufferKind.TEMP
@@ -44,6 +44,6 @@ __all__ = [
     "UNBOUNDED", "Access", "Buffer", "BufferKind", "Conditional", "Copy", "CopyRole",
     "EventUse", "Fill", "ForeignKernel", "HostCall", "InputKind", "InputLeaf", "Launch",
     "LibraryCall", "NodeAttributes", "Op", "OpData", "OpKind", "OutputKind", "OutputLeaf",
-    "Program", "ScalarArg", "View", "args_key", "contiguous_strides", "memory_regions", "op_graph",
-    "region_access", "same_binding", "verify",
+    "Program", "ScalarArg", "View", "args_key", "contiguous_strides", "copy_graph",
+    "memory_regions", "op_graph", "region_access", "same_binding", "verify",
 ]

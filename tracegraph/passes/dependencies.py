@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from ..ir import HAZARDS, Access, OpKind, Program, memory_regions, region_access
+from ..ir import HAZARDS, Access, OpKind, Program, copy_graph, memory_regions, region_access
 
 
 def _hazards(earlier: Access, later: Access) -> frozenset[str]:
@@ -73,7 +73,7 @@ def add_dependencies(program: Program) -> Program:
                               if i == j or not (a.start <= r.start and r.stop <= a.stop)]
             records.append((a, j))
 
-    graph = program.graph.copy()
+    graph = copy_graph(program.graph)
     graph.add_edges_from((i, j, _edge_data(h)) for (i, j), h in edges.items())
     return program.replace(graph=graph)
 
@@ -101,7 +101,7 @@ def order_host_callbacks(program: Program) -> Program:
     missing = [(i, j) for i, j in pairwise(hosts) if not program.graph.has_edge(i, j)]
     if not missing:
         return program
-    graph = program.graph.copy()
+    graph = copy_graph(program.graph)
     graph.add_edges_from((i, j, {"hazards": frozenset({"WAW"}), "hazard": "WAW"})
                          for i, j in missing)
     return program.replace(graph=graph)

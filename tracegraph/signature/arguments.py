@@ -62,9 +62,9 @@ def _reader_for(t: type) -> Any:
     module = t.__module__ or ""
     if module.startswith("cupy") and t.__name__ == "ndarray":
         return _describe_cupy
-    if hasattr(t, "__cuda_array_interface__"):
+    if _has(t, "__cuda_array_interface__"):
         return _describe_cai
-    if hasattr(t, "__dlpack__") and hasattr(t, "__dlpack_device__"):
+    if _has(t, "__dlpack__") and _has(t, "__dlpack_device__"):
         return _describe_dlpack
     if t.__module__ == "builtins" or issubclass(t, np.generic) or \
             not (t.__dictoffset__ or hasattr(t, "__slots__")):
@@ -72,6 +72,15 @@ def _reader_for(t: type) -> Any:
     # an object may carry the interface as an instance attribute (Numba accepts it, and
     # compiles one named as a global into a kernel)
     return _describe_cai
+
+
+def _has(t: type, name: str) -> bool:
+    """hasattr, False where a metaclass's __getattr__ raises something else (a registry's
+    KeyError)."""
+    try:
+        return hasattr(t, name)
+    except Exception:
+        return False
 
 
 def _describe_numpy(obj: np.ndarray) -> ArrayInfo:

@@ -1,7 +1,8 @@
 """What a graph depends on in the Python state its function reads by name, and how each
 is checked on a call (trace/guards.py finds them): a captured or held array (Guard), a
 Python value (ValueGuard), a launched kernel (KernelGuard), a container's length, keys or
-items (ShapeGuard), a host array's contents (ContentsGuard) or layout (LayoutGuard)."""
+items (ShapeGuard), a host array's contents (ContentsGuard) or layout (LayoutGuard), an
+object's type (TypeGuard) or an attribute's absence (AbsentGuard)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -142,6 +143,40 @@ class LayoutGuard:
 
 
 @dataclass(frozen=True)
+class TypeGuard:
+    """An object the code names that is none of the above (`self.norm`, a hook, a
+    config): code may branch on it (`isinstance(self.norm, LayerNorm)`, `self.norm is
+    None`, `DISPATCH[type(self.layer)]`), so the graph holds while the path finds an
+    object of the very type."""
+    ref: HostRef
+    cls: type
+    check: tuple | None = None  # as KernelGuard's (trace.paths.fast_check, shape=4)
+
+    @property
+    def array(self) -> Any:
+        return GONE
+
+    def holds(self, fn: Callable, leaves: list, code_fn: Any = None) -> bool:
+        now = self.ref.resolve(fn, leaves, code_fn)
+        return now is not GONE and type(now) is self.cls
+
+
+@dataclass(frozen=True)
+class AbsentGuard:
+    """An attribute the code names by a string that the object lacked (`hasattr(self,
+    "bias")`, `getattr(opt, "extra", None)`): the graph holds while it is still absent."""
+    ref: HostRef
+    check: tuple | None = None  # as KernelGuard's (trace.paths.fast_check, shape=5)
+
+    @property
+    def array(self) -> Any:
+        return GONE
+
+    def holds(self, fn: Callable, leaves: list, code_fn: Any = None) -> bool:
+        return self.ref.resolve(fn, leaves, code_fn) is GONE
+
+
+@dataclass(frozen=True)
 class ContentsGuard:
     """A host NumPy array the code names and the graph neither copies nor writes (`COEF`
     in `scale[g, b](x, COEF[0])`): what the trace read of it is baked into the graph, so
@@ -190,6 +225,10 @@ def guarded_now(program: Any, fn: Callable, leaves: list) -> tuple:
                  ("shape", shape_key(g.ref.resolve(fn, leaves), g.values))
                  if isinstance(g, ShapeGuard) else
                  contents_key(g.ref.resolve(fn, leaves)) if isinstance(g, ContentsGuard) else
+                 ("type", _Same(type(g.ref.resolve(fn, leaves))))
+                 if isinstance(g, TypeGuard) else
+                 ("absent", g.ref.resolve(fn, leaves) is GONE)
+                 if isinstance(g, AbsentGuard) else
                  _memory(g.ref.resolve(fn, leaves)) for g in program.guards)
 
 

@@ -30,11 +30,13 @@ from .bytecode import (
 from .callees import Scope
 from .checks import (
     VARIANTS,
+    AbsentGuard,
     ContentsGuard,
     Guard,
     KernelGuard,
     LayoutGuard,
     ShapeGuard,
+    TypeGuard,
     ValueGuard,
     contents_key,
     guarded_now,
@@ -43,10 +45,12 @@ from .checks import (
     value_key,
 )
 from .paths import (
+    ABSENT,
     GONE,
     HostRef,
     fast_check,
     function_of,
+    is_object,
     is_value,
     named,
     search,
@@ -88,7 +92,8 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
             container_shape(value) is not None else arguments.describe(value)
         if info is None:
             holder = _holder(fn, leaves, ref)
-            guards += _python_state(fn, ref, value, names, stored, kernel_ids, holder, owned)
+            guards += _python_state(fn, ref, value, names, stored, kernel_ids, holder, owned,
+                                    ran)
             if is_value(value) and ref.steps and named(ref, names) and \
                     kept(ref, stored, holder, owned):
                 keeps.append(ref.describe())
@@ -261,15 +266,23 @@ def _warn(name: str, where: str, cut: list[str], missing: list[Any],
 
 def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
                   stored: frozenset[str], kernel_ids: set[int], holder: Any,
-                  owned: dict[str, set[int]]) -> list[Any]:
-    """The guard of a value, kernel or container found at `ref`, if it needs one. An
-    argument itself is in the signature already; so is an argument's own structure."""
-    if id(value) in kernel_ids or isinstance(value, types.FunctionType):  # (one that ran)
+                  owned: dict[str, set[int]], ran: frozenset) -> list[Any]:
+    """The guard of a value, kernel, container or other object found at `ref` (or of
+    nothing found there), if it needs one. An argument itself is in the signature
+    already; so is an argument's own structure."""
+    if id(value) in kernel_ids or (isinstance(value, types.FunctionType) and
+                                   value.__code__ in ran):
         return [KernelGuard(ref, value, fast_check(fn, ref, value))] \
             if named(ref, names) else []
     if not (ref.steps or ref.root[0] != "leaf") or not named(ref, names) or \
             kept(ref, stored, holder, owned):
         return []
+    if value is ABSENT:
+        return [] if changed(ref, stored, holder, owned) else \
+            [AbsentGuard(ref, fast_check(fn, ref, value, shape=5))]
+    if is_object(value):
+        return [] if changed(ref, stored, holder, owned) else \
+            [TypeGuard(ref, type(value), fast_check(fn, ref, value, shape=4))]
     # a container the code names: its length or keys may decide what the trace launched
     # (`for g in LAYERS`, `if "wd" in OPT`, `len(T)`, however it reads them), unless the
     # function changes it itself (its length follows the traces); a list, tuple or set of
@@ -280,7 +293,7 @@ def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
         # (its items: a few numbers, however the code reads them: walked by a helper under
         # another name, through a local alias, np.prod(C), C[IDX])
         values = not isinstance(value, dict) and len(value) <= ITEMS \
-            and all(is_value(v) for v in value)
+            and all(is_value(v) or id(v) in kernel_ids for v in value)
         return [ShapeGuard(ref, shape_key(value, values),
                            fast_check(fn, ref, value, shape=2 if values else 1), values)]
     # a value that may pick a captured array, a kernel or a held host array (`KS[IDX]`), or
@@ -310,6 +323,6 @@ def _holders(info: Any, holders: list[Guard]) -> list[Guard]:
     return [g for g in holders if g.info.extent[0] <= lo and hi <= g.info.extent[1]]
 
 
-__all__ = ["VARIANTS", "ContentsGuard", "Guard", "KernelGuard", "LayoutGuard", "ShapeGuard",
-           "ValueGuard",
-           "find_guards", "guarded_now", "stale_guard"]
+__all__ = ["VARIANTS", "AbsentGuard", "ContentsGuard", "Guard", "KernelGuard", "LayoutGuard",
+           "ShapeGuard", "TypeGuard", "ValueGuard", "find_guards", "guarded_now",
+           "stale_guard"]

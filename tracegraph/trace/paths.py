@@ -72,6 +72,15 @@ class HostRef:
 
 
 GONE = object()
+ABSENT = object()  # what an attribute the code names by a string, missing there, finds
+
+
+def is_object(value: Any) -> bool:
+    """An object a guard checks by type: not a value, array, container, class or module
+    (those are guarded or walked otherwise)."""
+    return not (is_value(value) or isinstance(value, (type, types.ModuleType, np.ndarray,
+                                                       Array)) or
+                container_shape(value) is not None or arguments.describe(value) is not None)
 
 
 SELECTORS = (int, float, complex, str, bool, np.integer, np.floating, np.complexfloating,
@@ -92,7 +101,7 @@ def fast_check(fn: Callable, ref: HostRef, value: Any, shape: int = 0) -> tuple:
     2: object a, the bound method's instance or the callable object; 3: argument b), then
     its steps ((is an item, key), ...), finding the very object `value` again (`shape` 1: a
     list or dict of the same length or keys; 2: of the very same items; 3: the very array,
-    of the same layout)."""
+    of the same layout; 4: an object of the same type; 5: nothing)."""
     kind, name = ref.root[0], ref.root[1]
     code_fn = function_of(fn)
     if kind == "global":
@@ -108,9 +117,11 @@ def fast_check(fn: Callable, ref: HostRef, value: Any, shape: int = 0) -> tuple:
         head = (3, None, name)
     if shape:  # kind + 10: compare the container's shape (pytree.container_shape); + 20:
         # its items, each the very object (the slow path compares them by value); + 30:
-        # the very array, of the same layout (pytree.layout)
+        # the very array, of the same layout (pytree.layout); + 40: an object of the very
+        # type; + 50: nothing found there
         head = (head[0] + 10 * shape, *head[1:])
-        value = layout(value) if shape == 3 else tuple(value) if shape == 2 else \
+        value = None if shape == 5 else type(value) if shape == 4 else \
+            layout(value) if shape == 3 else tuple(value) if shape == 2 else \
             container_shape(value)
     return (*head, tuple((how == "[]", key) for how, key in ref.steps), value)
 
@@ -147,6 +158,13 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
                 yield ref, value  # its length or keys may decide what the code launches
             if isinstance(value, types.FunctionType) and value.__code__ in ran:
                 yield ref, value  # a function that ran: rebinding it runs other code
+            elif value is ABSENT or is_object(value):
+                # an object (or nothing) the code may test (`isinstance(self.norm, LN)`,
+                # `self.norm is None`, `hasattr(self, "bias")`): its type is guarded
+                if named(ref, names) and (ref.steps or ref.root[0] != "leaf"):
+                    yield ref, value
+                if value is ABSENT:
+                    continue
             deep = depth(ref.steps) >= _DEPTH
             if seen.get(id(value), 0) >= _ALIASES or not _worth_looking(value) or (
                     deep and (depth(ref.steps) >= _NAMED_DEPTH or not named(ref, names))):
@@ -296,6 +314,11 @@ def children(value: Any, names: frozenset[str],
     if isinstance(value, (list, tuple, deque, array.array)):
         for i, v in enumerate(itertools.islice(value, _BREADTH)):
             yield ("[]", i), v
+        fields = getattr(type(value), "_fields", None)  # a NamedTuple's, by name too
+        if isinstance(value, tuple) and isinstance(fields, tuple):
+            for k in fields[:_BREADTH]:
+                if isinstance(k, str) and k in names:
+                    yield (".", k), getattr(value, k, None)
         return
     yield from _attributes(value, names, ran)
 
@@ -309,10 +332,11 @@ def _attributes(value: Any, names: frozenset[str],
     if isinstance(attrs, dict):
         for k, v in itertools.islice(attrs.items(), _BREADTH):
             yield (".", k), v
-    for k in getattr(type(value), "__slots__", ()):
+    for k in inspect.getattr_static(type(value), "__slots__", ()):  # (no metaclass code)
         if isinstance(k, str) and hasattr(value, k):
             yield (".", k), getattr(value, k)
-    yield from _shadowed_in_class(value, names, own)
+    yield from _in_classes(value, names, own)
+    yield from _absent(value, names, own)
     # attributes the code names that the object computes (properties, __getattr__): a
     # replay evaluates them again, as the call would
     for k in sorted(names - set(own)):
@@ -331,27 +355,59 @@ def _attributes(value: Any, names: frozenset[str],
     yield from _methods(value, ran)
 
 
-def _shadowed_in_class(value: Any, names: frozenset[str],
-                       own: Any) -> Iterator[tuple[tuple, Any]]:
-    """What the class holds under a name the code uses that the instance's own attribute
-    hides (`type(self).act` where `self.act` is another kernel): what `self.x` finds does
-    not say it."""
-    hidden = sorted(k for k in names & set(own) if not k.startswith(("__", "[")))
-    if not hidden:
+def _in_classes(value: Any, names: frozenset[str],
+                own: Any) -> Iterator[tuple[tuple, Any]]:
+    """What the classes of `value` hold under a name the code uses (an attribute, or a
+    string: `vars(type(self))["k"]`) where `self.k` does not say it: hidden by the
+    instance's own attribute or a subclass's (`type(self).k`, `super().k`,
+    `type(self).__mro__[1].k`), named by a string only, or served by a metaclass."""
+    wanted = sorted({k[1:-1] if k.startswith("[") else k for k in names} - {""})
+    wanted = [k for k in wanted if k.isidentifier() and not k.startswith("__")]
+    if not wanted:
         return
     try:
         cls = value.__class__  # (what the path walks: a property)
+        mro = cls.__mro__[:-1] if isinstance(cls, type) else ()
     except Exception:
         return
-    for k in hidden:
-        if not isinstance(cls, type) or not any(k in vars(c) for c in cls.__mro__[:-1]):
-            continue
-        try:
-            child = getattr(cls, k)
-        except Exception:
-            continue
-        if not isinstance(child, _FUNCTIONS):
-            yield (("()", "__class__"), (".", k)), child
+    for k in wanted:
+        holders = [i for i, c in enumerate(mro) if k in vars(c)]
+        direct = k in names and k not in own  # `self.k` finds the first holder's
+        for i in holders[1 if direct else 0:]:
+            raw = vars(mro[i])[k]
+            if isinstance(raw, (*_FUNCTIONS, staticmethod, classmethod, property)):
+                continue  # (methods: _methods)
+            try:
+                child = getattr(mro[i], k)
+            except Exception:
+                continue
+            yield (("()", "__class__"), ("()", "__mro__"), ("[]", i), (".", k)), child
+        if not holders and k not in own and k in names and \
+                hasattr(type(cls), "__getattr__"):
+            try:  # a metaclass's __getattr__ (a registry behind `type(self).k`)
+                child = getattr(cls, k)
+            except Exception:
+                continue
+            if not isinstance(child, _FUNCTIONS):
+                yield (("()", "__class__"), (".", k)), child
+
+
+def _absent(value: Any, names: frozenset[str], own: Any) -> Iterator[tuple[tuple, Any]]:
+    """The attributes of a plain object (one with a `__dict__`) that the code names by a
+    string (`hasattr(self, "bias")`, `getattr(opt, "extra", None)`) and that it lacks:
+    setting one later runs other code eagerly."""
+    if not isinstance(own, dict) and not hasattr(value, "__dict__"):
+        return
+    for key in sorted(names):
+        k = key[1:-1]
+        if key.startswith("[") and k.isidentifier() and not k.startswith("__") and \
+                k not in own:
+            try:
+                if hasattr(value, k):
+                    continue
+            except Exception:
+                continue
+            yield (".", k), ABSENT
 
 
 def _ran_in_classes(cls: type, ran: frozenset) -> list[tuple[int, str]]:

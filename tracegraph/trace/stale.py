@@ -9,10 +9,12 @@ from typing import Any
 from ..errors import SignatureError
 from .checks import (
     VARIANTS,
+    AbsentGuard,
     ContentsGuard,
     KernelGuard,
     LayoutGuard,
     ShapeGuard,
+    TypeGuard,
     ValueGuard,
     guarded_now,
     stale_guard,
@@ -36,6 +38,10 @@ def stale_error(stale: Any, qualname: str) -> SignatureError:
             "read of them" if isinstance(stale, ContentsGuard) else
             "another array or layout than when {q} was traced, and the graph keeps what the "
             "trace made of it" if isinstance(stale, LayoutGuard) else
+            "an object of another type (or None) than when {q} was traced, and the graph "
+            "keeps what the trace did with the old one" if isinstance(stale, TypeGuard) else
+            "an attribute that was absent when {q} was traced, and the graph keeps what "
+            "the trace did without it" if isinstance(stale, AbsentGuard) else
             "another device array than when {q} was traced, and the graph holds the old "
             "one by address").format(q=qualname)
     return SignatureError(f"{stale.ref.describe()} holds {what}",

@@ -132,7 +132,8 @@ static int layout_matches(PyObject *now, PyObject *expected) {
 static int check_holds(PyObject *check, PyObject *const *given, Py_ssize_t ngiven) {
     if (!PyTuple_Check(check) || PyTuple_GET_SIZE(check) != 5) return 0;
     long kind = PyLong_AsLong(PyTuple_GET_ITEM(check, 0));
-    int shape = (int)(kind / 10); /* 1: the container's shape; 2: its items; 3: layout */
+    /* 1: the container's shape; 2: its items; 3: layout; 4: the object's type; 5: nothing */
+    int shape = (int)(kind / 10);
     kind %= 10;
     PyObject *a = PyTuple_GET_ITEM(check, 1), *b = PyTuple_GET_ITEM(check, 2);
     PyObject *steps = PyTuple_GET_ITEM(check, 3), *now = NULL;
@@ -167,7 +168,14 @@ static int check_holds(PyObject *check, PyObject *const *given, Py_ssize_t ngive
         Py_DECREF(now);
         now = NULL;
     }
-    int holds = now != NULL && (shape == 3 ? layout_matches(now, PyTuple_GET_ITEM(check, 4))
+    if (shape == 5) { /* the path finds nothing (an attribute still absent) */
+        int absent = now == NULL;
+        Py_XDECREF(now);
+        if (PyErr_Occurred()) PyErr_Clear();
+        return absent;
+    }
+    int holds = now != NULL && (shape == 4 ? (PyObject *)Py_TYPE(now) == PyTuple_GET_ITEM(check, 4)
+                                : shape == 3 ? layout_matches(now, PyTuple_GET_ITEM(check, 4))
                                 : shape == 2 ? items_match(now, PyTuple_GET_ITEM(check, 4))
                                 : shape ? shape_matches(now, PyTuple_GET_ITEM(check, 4))
                                         : now == PyTuple_GET_ITEM(check, 4));
