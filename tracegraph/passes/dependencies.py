@@ -74,7 +74,13 @@ def add_dependencies(program: Program) -> Program:
             records.append((a, j))
 
     graph = copy_graph(program.graph)
-    graph.add_edges_from((i, j, _edge_data(h)) for (i, j), h in edges.items())
+    succ, pred = graph._succ, graph._pred  # (add_edges_from: about 2 us an edge)
+    for (i, j), h in edges.items():
+        data = succ[i].get(j)
+        if data is None:
+            succ[i][j] = pred[j][i] = _edge_data(h)
+        else:  # (an edge the graph had: its data updated, as add_edges_from does)
+            data.update(_edge_data(h))
     return program.replace(graph=graph)
 
 
