@@ -105,6 +105,8 @@ def main(argv=None):
             print(f"  {r['case']:>18} {r['contender']:<24} {r['status']:<8} {shown}", flush=True)
         results["workloads"].append(info)
         results["rows"].extend(rows)
+        with open(os.path.join(args.out, "results.json"), "w") as f:  # (so far: a run cut
+            json.dump(results, f, indent=1, default=str)                # short keeps it)
     results["meta"]["seconds"] = round(time.perf_counter() - t_start, 2)
     results["targets"] = report.targets(results)
 

@@ -9,7 +9,7 @@ TRACEGRAPH_TEST_BACKENDS=cuda timeout ${TEST_TIMEOUT:-130} python3 -m pytest -q 
   -n ${WORKERS:-12} -p no:cacheprovider -rfE -m "not gpu_memory" tests > "$OUT/pytest.log" 2>&1
 echo "pytest rc=$? in $(( $(date +%s) - start )) s" >> "$OUT/pytest.log"
 start=$(date +%s)
-timeout ${BENCH_TIMEOUT:-340} python3 benchmarks/run.py --out /tmp/bench > "$OUT/bench.log" 2>&1
+timeout ${BENCH_TIMEOUT:-330} python3 benchmarks/run.py --out /tmp/bench > "$OUT/bench.log" 2>&1
 echo "bench rc=$? in $(( $(date +%s) - start )) s" >> "$OUT/bench.log"
 cp /tmp/bench/results.md /tmp/bench/results.json /tmp/bench/chart.png "$OUT/" 2>/dev/null
 timeout 60 python3 scripts/profile_compile.py "$OUT/profile_compile.txt" > /dev/null 2>> "$OUT/bench.log"

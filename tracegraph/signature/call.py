@@ -28,6 +28,8 @@ FLOATS = frozenset({float, complex, np.float16, np.float32, np.float64, np.longd
 def static_key(x: Any) -> tuple:
     """How a non-array argument enters the signature."""
     t = type(x)
+    if t is slice:  # (unhashable before Python 3.12)
+        return (t, (static_key(x.start), static_key(x.stop), static_key(x.step)))
     return (t, repr(x) if t in FLOATS else x)
 
 

@@ -22,7 +22,46 @@ def code_names(codes: Iterable[types.CodeType]) -> frozenset[str]:
         names.update(f"[{c}]" for c in code.co_consts if isinstance(c, str))
         if {"items", "values"} & set(code.co_names):  # it may read every entry of a dict
             names.add("[*]")
+        names.update(f"?{a}" for a in _tested_attributes(code))
     return frozenset(names)
+
+
+_TESTS = ("hasattr", "getattr")
+_OPERAND = ("LOAD_FAST", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR",
+            "LOAD_CLOSURE", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST", "PUSH_NULL", "CACHE")
+
+
+def _tested_attributes(code: types.CodeType) -> set[str]:
+    """Attributes the code may find absent: a string given to hasattr or getattr
+    (`hasattr(self, "bias")`, `getattr(opt, "extra", None)`; every string of its tuples
+    where the name is not a constant: `for a in ("bias", "gain"): getattr(m, a, None)`),
+    and every attribute it loads where it catches AttributeError (`try: self.bias`,
+    `contextlib.suppress(AttributeError)`). Their absence is checked (trace/guards.py); a
+    string only compared as a value is not one."""
+    import dis
+    if not {*_TESTS, "AttributeError"} & set(code.co_names):
+        return set()
+    out: set[str] = set()
+    ops = list(dis.get_instructions(code))
+    dynamic = False
+    for i, ins in enumerate(ops):
+        if ins.opname not in ("LOAD_GLOBAL", "LOAD_NAME") or ins.argval not in _TESTS:
+            continue
+        j = i + 1  # the object: loads and attributes, then the name
+        while j < len(ops) and ops[j].opname in _OPERAND:
+            j += 1
+        if j < len(ops) and ops[j].opname == "LOAD_CONST" and isinstance(ops[j].argval, str):
+            out.add(ops[j].argval)
+        else:
+            dynamic = True
+    if dynamic:  # (and the strings its names find: "?*", trace/guards.py)
+        out.update(s for c in code.co_consts if isinstance(c, tuple)
+                   for s in c if isinstance(s, str))
+        out.add("*")
+    if "AttributeError" in code.co_names:
+        out.update(ins.argval for ins in ops if ins.opname in ("LOAD_ATTR", "LOAD_METHOD")
+                   and isinstance(ins.argval, str))
+    return {a for a in out if (a.isidentifier() and not a.startswith("__")) or a == "*"}
 
 
 def codes_of(fn: Callable) -> list[types.CodeType]:

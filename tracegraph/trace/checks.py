@@ -5,6 +5,7 @@ items (ShapeGuard), a host array's contents (ContentsGuard) or layout (LayoutGua
 object's type (TypeGuard) or an attribute's absence (AbsentGuard)."""
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -158,6 +159,11 @@ class TypeGuard:
 
     def holds(self, fn: Callable, leaves: list, code_fn: Any = None) -> bool:
         now = self.ref.resolve(fn, leaves, code_fn)
+        if type(now) in weakref.ProxyTypes:  # (what isinstance sees: the referent's)
+            try:
+                return now.__class__ is self.cls
+            except ReferenceError:
+                return False
         return now is not GONE and type(now) is self.cls
 
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import types
 import warnings
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import numpy as np
 
 from ..ir import BufferKind
 from ..pytree import container_shape, layout
@@ -87,13 +90,17 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
         found = list(search(fn, leaves, paths, names, kernel_ids, cut, scopes, ran))
     _warn_kept(found, name, where)
     keeps: list[str] = []  # values it reads and sets itself
+    # objects a global of its own names (a sentinel, `IDENTITY`): checked by identity
+    # where other paths find them (`self.act is IDENTITY`)
+    singletons = {id(v) for r, v in found if r.root[0] == "global" and not r.steps
+                  and is_object(v)}
     for ref, value in found:
         info = None if is_value(value) or id(value) in kernel_ids or \
             container_shape(value) is not None else arguments.describe(value)
         if info is None:
             holder = _holder(fn, leaves, ref)
             guards += _python_state(fn, ref, value, names, stored, kernel_ids, holder, owned,
-                                    ran)
+                                    ran, singletons)
             if is_value(value) and ref.steps and named(ref, names) and \
                     kept(ref, stored, holder, owned):
                 keeps.append(ref.describe())
@@ -204,7 +211,12 @@ def _held_keys(found: list[tuple[HostRef, Any]], names: frozenset[str]) -> froze
     strings = {v for r, v in found if isinstance(v, str) and f"[{v}]" not in names
                and named(r, names)}
     dicts = [v for _, v in found if isinstance(v, Mapping)] if strings else []
-    return frozenset(f"[{k}]" for k in strings if any(_has(d, k) for d in dicts))
+    keys = frozenset(f"[{k}]" for k in strings if any(_has(d, k) for d in dicts))
+    if "?*" in names:  # the code gets or tests attributes by a name it does not hold
+        # (`getattr(m, ATTR, None)`): these strings may be that name
+        attrs = {k for k in strings if k.isidentifier() and not k.startswith("__")}
+        keys |= frozenset(attrs) | frozenset(f"?{k}" for k in attrs)
+    return keys - names
 
 
 def _has(d: Mapping, key: str) -> bool:
@@ -266,12 +278,13 @@ def _warn(name: str, where: str, cut: list[str], missing: list[Any],
 
 def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
                   stored: frozenset[str], kernel_ids: set[int], holder: Any,
-                  owned: dict[str, set[int]], ran: frozenset) -> list[Any]:
+                  owned: dict[str, set[int]], ran: frozenset,
+                  singletons: set[int]) -> list[Any]:
     """The guard of a value, kernel, container or other object found at `ref` (or of
     nothing found there), if it needs one. An argument itself is in the signature
     already; so is an argument's own structure."""
     if id(value) in kernel_ids or (isinstance(value, types.FunctionType) and
-                                   value.__code__ in ran):
+                                   value.__code__ in ran) or _library_function(value):
         return [KernelGuard(ref, value, fast_check(fn, ref, value))] \
             if named(ref, names) else []
     if not (ref.steps or ref.root[0] != "leaf") or not named(ref, names) or \
@@ -281,8 +294,13 @@ def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
         return [] if changed(ref, stored, holder, owned) else \
             [AbsentGuard(ref, fast_check(fn, ref, value, shape=5))]
     if is_object(value):
-        return [] if changed(ref, stored, holder, owned) else \
-            [TypeGuard(ref, type(value), fast_check(fn, ref, value, shape=4))]
+        if changed(ref, stored, holder, owned):
+            return []
+        if id(value) in singletons and ref.steps:
+            return [KernelGuard(ref, value, fast_check(fn, ref, value))]
+        if isinstance(value, weakref.ProxyTypes):  # (its type is the proxy's: no C check)
+            return [TypeGuard(ref, value.__class__)]
+        return [TypeGuard(ref, type(value), fast_check(fn, ref, value, shape=4))]
     # a container the code names: its length or keys may decide what the trace launched
     # (`for g in LAYERS`, `if "wd" in OPT`, `len(T)`, however it reads them), unless the
     # function changes it itself (its length follows the traces); a list, tuple or set of
@@ -308,6 +326,16 @@ def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
             isinstance(last[0][1], str) and f"[{last[0][1]}]" in names)):
         return [ValueGuard(ref, value_key(value), fast_check(fn, ref, value))]
     return []
+
+
+def _library_function(value: Any) -> bool:
+    """A builtin or NumPy function held as a value (`m.combine = operator.add`, `np.add`):
+    what calling it computes changes with it, so it is checked by identity (a bound builtin
+    method is made anew on every read: not one)."""
+    if isinstance(value, np.ufunc):
+        return True
+    return isinstance(value, types.BuiltinFunctionType) and (
+        value.__self__ is None or isinstance(value.__self__, types.ModuleType))
 
 
 def _picked(ref: HostRef, selectors: list[HostRef]) -> bool:

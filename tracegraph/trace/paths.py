@@ -6,10 +6,14 @@ depends on."""
 from __future__ import annotations
 
 import array
+import datetime
+import decimal
 import enum
+import fractions
 import functools
 import inspect
 import itertools
+import sys
 import types
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -76,15 +80,21 @@ ABSENT = object()  # what an attribute the code names by a string, missing there
 
 
 def is_object(value: Any) -> bool:
-    """An object a guard checks by type: not a value, array, container, class or module
-    (those are guarded or walked otherwise)."""
+    """An object a guard checks by type: not a value, array, container, class, module or
+    mock (those are guarded or walked otherwise; each mock has a class of its own)."""
     return not (is_value(value) or isinstance(value, (type, types.ModuleType, np.ndarray,
-                                                       Array)) or
+                                                       Array)) or is_mock(value) or
                 container_shape(value) is not None or arguments.describe(value) is not None)
 
 
+def is_mock(value: Any) -> bool:
+    mock = sys.modules.get("unittest.mock")
+    return mock is not None and isinstance(value, mock.NonCallableMock)
+
+
 SELECTORS = (int, float, complex, str, bool, np.integer, np.floating, np.complexfloating,
-             np.bool_, type(None), enum.Enum)
+             np.bool_, type(None), enum.Enum, bytes, slice, range, fractions.Fraction,
+             decimal.Decimal, datetime.timedelta, datetime.date, datetime.time)
 
 
 def is_value(value: Any) -> bool:
@@ -238,7 +248,8 @@ def named(ref: HostRef, names: frozenset[str]) -> bool:
         if how == "()":  # into a functools.partial: calling it uses all it holds
             return True
         if isinstance(key, str) and f"[{key}]" not in names and not (
-                how == "." and key in names) and not (how == "[]" and "[*]" in names):
+                how == "." and (key in names or f"?{key}" in names)) and not (
+                how == "[]" and "[*]" in names):
             return False
     return True
 
@@ -267,6 +278,7 @@ def children(value: Any, names: frozenset[str],
         scope = vars(value)
         for name in sorted(names & scope.keys()):
             yield (".", name), scope[name]
+        yield from _absent(value, names, scope)
         return
     if isinstance(value, type):  # a class: the names the code uses, inherited ones too
         for name in sorted(names):
@@ -278,6 +290,7 @@ def children(value: Any, names: frozenset[str],
                 if not isinstance(child, _FUNCTIONS):
                     yield (".", name), child
         yield from _methods(value, ran)  # its functions that ran (`K.run(x)`)
+        yield from _absent(value, names, ())
         return
     if isinstance(value, types.MethodType):  # a bound method kept as a value: its instance
         if getattr(value.__func__, "__code__", None) in ran:
@@ -327,11 +340,18 @@ def _attributes(value: Any, names: frozenset[str],
                 ran: frozenset) -> Iterator[tuple[tuple, Any]]:
     """An object's attributes: its own, its slots, those the code names that it computes,
     and its methods that ran."""
-    attrs = getattr(value, "__dict__", None)
+    try:
+        attrs = getattr(value, "__dict__", None)
+    except Exception:  # (a __getattr__ raising KeyError)
+        attrs = None
     own = attrs.keys() if isinstance(attrs, dict) else ()
+    mock = is_mock(value)  # only what it was given: reading any other name makes a child
     if isinstance(attrs, dict):
         for k, v in itertools.islice(attrs.items(), _BREADTH):
-            yield (".", k), v
+            if not (mock and (k.startswith("_") or k == "method_calls")):
+                yield (".", k), v
+    if mock:
+        return
     for k in inspect.getattr_static(type(value), "__slots__", ()):  # (no metaclass code)
         if isinstance(k, str) and hasattr(value, k):
             yield (".", k), getattr(value, k)
@@ -393,21 +413,18 @@ def _in_classes(value: Any, names: frozenset[str],
 
 
 def _absent(value: Any, names: frozenset[str], own: Any) -> Iterator[tuple[tuple, Any]]:
-    """The attributes of a plain object (one with a `__dict__`) that the code names by a
-    string (`hasattr(self, "bias")`, `getattr(opt, "extra", None)`) and that it lacks:
-    setting one later runs other code eagerly."""
-    if not isinstance(own, dict) and not hasattr(value, "__dict__"):
-        return
+    """The attributes of an object, class or module that the code may find absent
+    (bytecode's "?name": `hasattr(self, "bias")`, `getattr(opt, "extra", None)`, a load
+    under `except AttributeError`) and that it lacks: setting one later runs other code
+    eagerly."""
     for key in sorted(names):
-        k = key[1:-1]
-        if key.startswith("[") and k.isidentifier() and not k.startswith("__") and \
-                k not in own:
+        if key.startswith("?") and key != "?*" and key[1:] not in own:
             try:
-                if hasattr(value, k):
+                if hasattr(value, key[1:]):
                     continue
             except Exception:
                 continue
-            yield (".", k), ABSENT
+            yield (".", key[1:]), ABSENT
 
 
 def _ran_in_classes(cls: type, ran: frozenset) -> list[tuple[int, str]]:
