@@ -23,27 +23,35 @@ def code_names(codes: Iterable[types.CodeType]) -> frozenset[str]:
         if {"items", "values"} & set(code.co_names):  # it may read every entry of a dict
             names.add("[*]")
         names.update(f"?{a}" for a in _tested_attributes(code))
+        if {"vars", "__dict__"} & set(code.co_names):  # `vars(m).get("bias")`, `in vars(m)`
+            names.update(f"?{c}" for c in code.co_consts if isinstance(c, str) and
+                         c.isidentifier() and not c.startswith("__"))
+    if "?*" in names:  # (a comprehension's getattr, its outer code's tuple of names)
+        names.update(f"?{s}" for code in nested(codes) for c in code.co_consts
+                     if isinstance(c, tuple) for s in c
+                     if isinstance(s, str) and s.isidentifier() and not s.startswith("__"))
     return frozenset(names)
 
 
 _TESTS = ("hasattr", "getattr")
 _OPERAND = ("LOAD_FAST", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR",
             "LOAD_CLOSURE", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST", "PUSH_NULL", "CACHE")
+_CATCHING = ("AttributeError", "Exception", "BaseException")
 
 
 def _tested_attributes(code: types.CodeType) -> set[str]:
     """Attributes the code may find absent: a string given to hasattr or getattr
-    (`hasattr(self, "bias")`, `getattr(opt, "extra", None)`; every string of its tuples
-    where the name is not a constant: `for a in ("bias", "gain"): getattr(m, a, None)`),
-    and every attribute it loads where it catches AttributeError (`try: self.bias`,
+    (`hasattr(self, "bias")`, `getattr(opt, "extra", None)`; every string of the code's
+    tuples where the name is not a constant, "*": `for a in ("bias", "gain"): getattr(m,
+    a, None)`), and an attribute loaded inside a `try` whose handler catches
+    AttributeError (or everything) or a `with` that may suppress it (`try: self.bias`,
     `contextlib.suppress(AttributeError)`). Their absence is checked (trace/guards.py); a
     string only compared as a value is not one."""
     import dis
-    if not {*_TESTS, "AttributeError"} & set(code.co_names):
+    if not {*_TESTS, *_CATCHING} & set(code.co_names) and not code.co_exceptiontable:
         return set()
-    out: set[str] = set()
     ops = list(dis.get_instructions(code))
-    dynamic = False
+    out: set[str] = set()
     for i, ins in enumerate(ops):
         if ins.opname not in ("LOAD_GLOBAL", "LOAD_NAME") or ins.argval not in _TESTS:
             continue
@@ -53,15 +61,31 @@ def _tested_attributes(code: types.CodeType) -> set[str]:
         if j < len(ops) and ops[j].opname == "LOAD_CONST" and isinstance(ops[j].argval, str):
             out.add(ops[j].argval)
         else:
-            dynamic = True
-    if dynamic:  # (and the strings its names find: "?*", trace/guards.py)
-        out.update(s for c in code.co_consts if isinstance(c, tuple)
-                   for s in c if isinstance(s, str))
-        out.add("*")
-    if "AttributeError" in code.co_names:
-        out.update(ins.argval for ins in ops if ins.opname in ("LOAD_ATTR", "LOAD_METHOD")
-                   and isinstance(ins.argval, str))
+            out.add("*")
+    out.update(_loaded_where_caught(code, ops))
     return {a for a in out if (a.isidentifier() and not a.startswith("__")) or a == "*"}
+
+
+def _loaded_where_caught(code: types.CodeType, ops: list) -> set[str]:
+    """The attributes loaded in the `try` blocks (and `with` blocks) of `code` whose
+    handler may swallow an AttributeError (Python 3.11+: its exception table)."""
+    import dis
+    entries = getattr(dis.Bytecode(code), "exception_entries", ())  # (3.11+)
+    at = {ins.offset: k for k, ins in enumerate(ops)}
+    out: set[str] = set()
+    for e in entries:
+        k = at.get(e.target)
+        if k is None or ops[k].opname != "PUSH_EXC_INFO":
+            continue  # (a handler's own cleanup)
+        head = ops[k + 1:k + 3]
+        catches = bool(head) and (
+            head[0].opname in ("POP_TOP", "WITH_EXCEPT_START") or
+            (head[0].opname in ("LOAD_GLOBAL", "LOAD_NAME") and head[0].argval in _CATCHING))
+        if catches:
+            out.update(ins.argval for ins in ops if e.start <= ins.offset < e.end and
+                       ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and
+                       isinstance(ins.argval, str))
+    return out
 
 
 def codes_of(fn: Callable) -> list[types.CodeType]:

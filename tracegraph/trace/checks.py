@@ -231,11 +231,21 @@ def guarded_now(program: Any, fn: Callable, leaves: list) -> tuple:
                  ("shape", shape_key(g.ref.resolve(fn, leaves), g.values))
                  if isinstance(g, ShapeGuard) else
                  contents_key(g.ref.resolve(fn, leaves)) if isinstance(g, ContentsGuard) else
-                 ("type", _Same(type(g.ref.resolve(fn, leaves))))
+                 ("type", _Same(_class_of(g.ref.resolve(fn, leaves))))
                  if isinstance(g, TypeGuard) else
                  ("absent", g.ref.resolve(fn, leaves) is GONE)
                  if isinstance(g, AbsentGuard) else
                  _memory(g.ref.resolve(fn, leaves)) for g in program.guards)
+
+
+def _class_of(value: Any) -> Any:
+    """What a TypeGuard compares: the type, or a weakref proxy's referent's class."""
+    if type(value) in weakref.ProxyTypes:
+        try:
+            return value.__class__
+        except ReferenceError:
+            return None
+    return type(value)
 
 
 class _Same:

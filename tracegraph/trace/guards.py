@@ -213,9 +213,12 @@ def _held_keys(found: list[tuple[HostRef, Any]], names: frozenset[str]) -> froze
     dicts = [v for _, v in found if isinstance(v, Mapping)] if strings else []
     keys = frozenset(f"[{k}]" for k in strings if any(_has(d, k) for d in dicts))
     if "?*" in names:  # the code gets or tests attributes by a name it does not hold
-        # (`getattr(m, ATTR, None)`): these strings may be that name
-        attrs = {k for k in strings if k.isidentifier() and not k.startswith("__")}
-        keys |= frozenset(attrs) | frozenset(f"?{k}" for k in attrs)
+        # (`getattr(m, ATTR, None)`): these strings may be that name; tested for absence
+        # where one name holds it (not each of a list's: `for n in self.order`)
+        attrs = {(k, not any(how == "[]" for how, _ in r.steps)) for r, k in found
+                 if isinstance(k, str) and k in strings and k.isidentifier() and
+                 not k.startswith("__")}
+        keys |= frozenset(k for k, _ in attrs) | frozenset(f"?{k}" for k, one in attrs if one)
     return keys - names
 
 
@@ -284,22 +287,26 @@ def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
     nothing found there), if it needs one. An argument itself is in the signature
     already; so is an argument's own structure."""
     if id(value) in kernel_ids or (isinstance(value, types.FunctionType) and
-                                   value.__code__ in ran) or _library_function(value):
+                                   value.__code__ in ran) or _library_function(value) or \
+            _wraps_one_that_ran(value, ran):
         return [KernelGuard(ref, value, fast_check(fn, ref, value))] \
             if named(ref, names) else []
     if not (ref.steps or ref.root[0] != "leaf") or not named(ref, names) or \
             kept(ref, stored, holder, owned):
         return []
-    if value is ABSENT:
-        return [] if changed(ref, stored, holder, owned) else \
-            [AbsentGuard(ref, fast_check(fn, ref, value, shape=5))]
+    if value is ABSENT:  # (not a name the code sets somewhere: a lazily made cache)
+        name = ref.steps[-1][1]
+        return [] if changed(ref, stored, holder, owned) or name in owned or \
+            name in stored else [AbsentGuard(ref, fast_check(fn, ref, value, shape=5))]
     if is_object(value):
         if changed(ref, stored, holder, owned):
             return []
         if id(value) in singletons and ref.steps:
             return [KernelGuard(ref, value, fast_check(fn, ref, value))]
-        if isinstance(value, weakref.ProxyTypes):  # (its type is the proxy's: no C check)
-            return [TypeGuard(ref, value.__class__)]
+        if isinstance(value, weakref.ProxyTypes):  # (its type is the proxy's: the C check
+            # finds its referent's class by identity)
+            by_class = HostRef(ref.root, (*ref.steps, ("()", "__class__")))
+            return [TypeGuard(ref, value.__class__, fast_check(fn, by_class, value.__class__))]
         return [TypeGuard(ref, type(value), fast_check(fn, ref, value, shape=4))]
     # a container the code names: its length or keys may decide what the trace launched
     # (`for g in LAYERS`, `if "wd" in OPT`, `len(T)`, however it reads them), unless the
@@ -328,14 +335,22 @@ def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
     return []
 
 
+def _wraps_one_that_ran(value: Any, ran: frozenset) -> bool:
+    """A functools wrapper (lru_cache, wraps) of a function that ran: checked by identity,
+    as the function is."""
+    try:
+        return getattr(getattr(value, "__wrapped__", None), "__code__", None) in ran
+    except Exception:  # (a __getattr__ raising KeyError)
+        return False
+
+
 def _library_function(value: Any) -> bool:
-    """A builtin or NumPy function held as a value (`m.combine = operator.add`, `np.add`):
-    what calling it computes changes with it, so it is checked by identity (a bound builtin
-    method is made anew on every read: not one)."""
-    if isinstance(value, np.ufunc):
-        return True
-    return isinstance(value, types.BuiltinFunctionType) and (
-        value.__self__ is None or isinstance(value.__self__, types.ModuleType))
+    """A builtin or NumPy function held as a value (`m.combine = operator.add`, `np.add`,
+    `m.lookup = TABLE.get`): what calling it computes changes with it, so it is checked by
+    identity."""
+    # (a bound builtin method is found only where it is kept: a class's is made anew on
+    # every read, and the search does not compute those)
+    return isinstance(value, (np.ufunc, types.BuiltinFunctionType))
 
 
 def _picked(ref: HostRef, selectors: list[HostRef]) -> bool:

@@ -360,9 +360,11 @@ def _attributes(value: Any, names: frozenset[str],
     # attributes the code names that the object computes (properties, __getattr__): a
     # replay evaluates them again, as the call would
     for k in sorted(names - set(own)):
-        if not k.startswith(("__", "[")):
+        if not k.startswith(("__", "[", "?")):
             try:
                 child = getattr(value, k)
+                if _made_on_demand(value, k, child):
+                    continue
             except Exception:
                 continue
             if isinstance(child, types.MethodType) and \
@@ -373,6 +375,17 @@ def _attributes(value: Any, names: frozenset[str],
             elif not isinstance(child, _FUNCTIONS):  # a kernel the class holds, too
                 yield (".", k), child
     yield from _methods(value, ran)
+
+
+def _made_on_demand(value: Any, name: str, child: Any) -> bool:
+    """An object a `__getattr__` makes anew on every read (a null object's): not state a
+    check can find again."""
+    if not is_object(child) or inspect.getattr_static(value, name, _NONE) is not _NONE:
+        return False
+    return getattr(value, name) is not child
+
+
+_NONE = object()
 
 
 def _in_classes(value: Any, names: frozenset[str],

@@ -46,6 +46,7 @@ class GraphBuilder:
         self.plan, self.memory, self.watch, self.platform = plan, memory, watch, platform
         self.guard = guard  # wraps a host callback so its errors are reported later
         self._kernels: dict[tuple, tuple[Any, bool]] = {}
+        self._kernel_keys: dict[tuple[int, int], tuple] = {}  # (kernel, argtypes) by ids
         self._baked: dict[tuple, list[tuple[int, int]]] = {}  # what each one compiled in
         self._builders = {OpKind.KERNEL: self._kernel, OpKind.MEMCPY: self._memcpy,
                           OpKind.MEMSET: self._memset, OpKind.HOST: self._host,
@@ -142,7 +143,12 @@ class GraphBuilder:
 
     def _kernel(self, built: BuiltGraph, node: PlanNode, root: Any, _: list) -> Any:
         launch = node.op.launch
-        key = (id(launch.kernel), node.argtypes)
+        # (lower.py shares one argtypes tuple among a loop's launches: hashing Numba's
+        # types costs about 1 us a node)
+        key = self._kernel_keys.get((id(launch.kernel), id(node.argtypes)))
+        if key is None:
+            key = self._kernel_keys[(id(launch.kernel), id(node.argtypes))] = \
+                (id(launch.kernel), node.argtypes)
         compiled = self._kernels.get(key)
         if compiled is None:
             try:
@@ -187,6 +193,8 @@ class GraphBuilder:
         """Every array Numba compiled into the kernel is one the trace ordered the launch
         for: a kernel first compiled while a global it names held another array keeps that
         array (eagerly too), and the graph would order the launch for the wrong memory."""
+        if not baked:
+            return
         captured = [(b.address, b.address + b.nbytes) for b in
                     (self.plan.buffers[a.buffer] for a in node.op.accesses)
                     if b.kind == BufferKind.EXTERNAL]

@@ -74,9 +74,16 @@ def event_handle(event: Any) -> int:
                           fix="pass a cuda.core, Numba, CuPy or PyTorch event")
 
 
+_DRIVER: list[Any] = []
+
+
 def driver() -> Any:
-    from cuda.bindings import driver
-    return driver
+    """cuda.bindings' driver module, imported on first use (the CPU stand-in needs none);
+    kept, since graph building asks for it per node and edge."""
+    if not _DRIVER:
+        from cuda.bindings import driver
+        _DRIVER.append(driver)
+    return _DRIVER[0]
 
 
 def pinned(address: int, nbytes: int) -> bool:

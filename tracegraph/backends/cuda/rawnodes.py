@@ -222,7 +222,8 @@ def add_edges(graph: Any, edges: Sequence[tuple[Any, Any]]) -> None:
 
 def _node_handle(node: Any) -> Any:
     handle = node.handle
-    return handle if isinstance(handle, driver().CUgraphNode) else driver().CUgraphNode(int(handle))
+    node_type = driver().CUgraphNode
+    return handle if isinstance(handle, node_type) else node_type(int(handle))
 
 
 class Executable:
