@@ -8,7 +8,8 @@ import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .paths import GONE, HostRef, function_of
+from .paths import HostRef, function_of
+from .values import GONE
 
 
 def code_names(codes: Iterable[types.CodeType]) -> frozenset[str]:

@@ -15,7 +15,8 @@ import numpy as np
 from ..pytree import container_shape, same_layout
 from ..signature import arguments
 from ..signature.call import static_key
-from .paths import GONE, HostRef, function_of, is_value
+from .paths import HostRef, function_of
+from .values import GONE, is_value
 
 
 @dataclass(frozen=True)

@@ -48,16 +48,13 @@ from .checks import (
     value_key,
 )
 from .paths import (
-    ABSENT,
-    GONE,
     HostRef,
     fast_check,
     function_of,
-    is_object,
-    is_value,
     named,
     search,
 )
+from .values import ABSENT, GONE, is_object, is_value
 
 
 def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any],

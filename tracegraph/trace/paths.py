@@ -6,14 +6,10 @@ depends on."""
 from __future__ import annotations
 
 import array
-import datetime
-import decimal
 import enum
-import fractions
 import functools
 import inspect
 import itertools
-import sys
 import types
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -25,11 +21,12 @@ import numpy as np
 from ..pytree import container_shape, layout
 from ..signature import arguments
 from ..traced import Array
+from .attributes import absent, attributes, methods
 from .callees import Scope
+from .values import _FUNCTIONS, ABSENT, BREADTH, GONE, is_object, is_value
 
 _DEPTH = 3       # steps from a root: self.layers[2].w
 _NAMED_DEPTH = 6  # steps through names the code uses only: MODEL.layers[1].norm.gain
-_BREADTH = 256   # entries looked at per container or object
 _VISITS = 4096   # objects looked into per trace: a large reachable dataset stays cheap
 _ALIASES = 4     # paths looked into one object by (MODEL and self.model)
 _LOOKS = 20_000  # values looked at per trace (each described: about 1 us)
@@ -75,36 +72,6 @@ class HostRef:
         return out
 
 
-GONE = object()
-ABSENT = object()  # what an attribute the code names by a string, missing there, finds
-
-
-def is_object(value: Any) -> bool:
-    """An object a guard checks by type: not a value, array, container, class, module or
-    mock (those are guarded or walked otherwise; each mock has a class of its own)."""
-    return not (is_value(value) or isinstance(value, (type, types.ModuleType, np.ndarray,
-                                                       Array)) or is_mock(value) or
-                container_shape(value) is not None or arguments.describe(value) is not None)
-
-
-def is_mock(value: Any) -> bool:
-    mock = sys.modules.get("unittest.mock")
-    return mock is not None and isinstance(value, mock.NonCallableMock)
-
-
-SELECTORS = (int, float, complex, str, bool, np.integer, np.floating, np.complexfloating,
-             np.bool_, type(None), enum.Enum, bytes, slice, range, fractions.Fraction,
-             decimal.Decimal, datetime.timedelta, datetime.date, datetime.time)
-
-
-def is_value(value: Any) -> bool:
-    """A Python value a guard compares: a number, string, None or enum member, or a tuple
-    of them (a tuple passed whole to a kernel, a launch grid)."""
-    return isinstance(value, SELECTORS) or (
-        type(value) is tuple and len(value) <= 16 and all(isinstance(v, SELECTORS)
-                                                           for v in value))
-
-
 def fast_check(fn: Callable, ref: HostRef, value: Any, shape: int = 0) -> tuple:
     """What a direct replay checks itself (backends.checks_hold, and the C entry): (kind,
     a, b, steps, value) — the path's start (0: globals dict a, name b; 1: closure cell a;
@@ -142,7 +109,7 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
            ran: frozenset = frozenset()) -> Iterator[tuple[HostRef, Any]]:
     """Breadth first from the roots, every path to a device array (up to _DEPTH steps, or
     _NAMED_DEPTH through names the code uses; _VISITS objects looked into, _LOOKS values
-    looked at, _BREADTH entries of each; where a bound stopped it, what it left is said in
+    looked at, BREADTH entries of each; where a bound stopped it, what it left is said in
     `cut`); an object that raises is skipped.
     `scopes`: other modules' globals that called functions read; `ran`: the code of the
     functions that ran while it traced (a function kept as a value is looked into, its
@@ -183,9 +150,9 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
                 cut.append(f"{_VISITS} objects looked into")
                 continue
             seen[id(value)] = seen.get(id(value), 0) + 1
-            if isinstance(value, (dict, list, tuple)) and len(value) > _BREADTH and \
+            if isinstance(value, (dict, list, tuple)) and len(value) > BREADTH and \
                     named(ref, names):
-                cut.append(f"{ref.describe()} has more than {_BREADTH} entries")
+                cut.append(f"{ref.describe()} has more than {BREADTH} entries")
             for step, child in children(value, names, ran):
                 steps = step if isinstance(step[0], tuple) else (step,)
                 if deep and not named(HostRef(ref.root, steps), names):
@@ -255,11 +222,6 @@ def named(ref: HostRef, names: frozenset[str]) -> bool:
 
 
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), types.BuiltinFunctionType)
-# callables that are made anew on every attribute read (a bound method): never a kernel
-_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
-              types.BuiltinMethodType, types.MethodWrapperType)
-
-
 def _worth_looking(value: Any) -> bool:
     # NumPy arrays hold no device arrays
     return not isinstance(value, _LEAVES) and not isinstance(value, np.ndarray)
@@ -278,7 +240,7 @@ def children(value: Any, names: frozenset[str],
         scope = vars(value)
         for name in sorted(names & scope.keys()):
             yield (".", name), scope[name]
-        yield from _absent(value, names, scope)
+        yield from absent(value, names, scope)
         return
     if isinstance(value, type):  # a class: the names the code uses, inherited ones too
         for name in sorted(names):
@@ -289,8 +251,8 @@ def children(value: Any, names: frozenset[str],
                     continue
                 if not isinstance(child, _FUNCTIONS):
                     yield (".", name), child
-        yield from _methods(value, ran)  # its functions that ran (`K.run(x)`)
-        yield from _absent(value, names, ())
+        yield from methods(value, ran)  # its functions that ran (`K.run(x)`)
+        yield from absent(value, names, ())
         return
     if isinstance(value, types.MethodType):  # a bound method kept as a value: its instance
         if getattr(value.__func__, "__code__", None) in ran:
@@ -311,7 +273,7 @@ def children(value: Any, names: frozenset[str],
         yield ("()", "keywords"), value.keywords
         return
     if isinstance(value, Mapping) and not isinstance(value, dict):  # ChainMap, a proxy
-        for k in itertools.islice(value, _BREADTH):
+        for k in itertools.islice(value, BREADTH):
             yield ("[]", k), value[k]
         return
     if isinstance(value, dict):
@@ -319,173 +281,18 @@ def children(value: Any, names: frozenset[str],
         first = [n[1:-1] for n in names if n.startswith("[") and n[1:-1] in value]
         for k in first:
             yield ("[]", k), value[k]
-        for k, v in itertools.islice(value.items(), _BREADTH):
+        for k, v in itertools.islice(value.items(), BREADTH):
             if k not in first:
                 yield ("[]", k), v
         if type(value) is dict:  # a subclass may give attributes too (CFG.lr of an EasyDict)
             return
     if isinstance(value, (list, tuple, deque, array.array)):
-        for i, v in enumerate(itertools.islice(value, _BREADTH)):
+        for i, v in enumerate(itertools.islice(value, BREADTH)):
             yield ("[]", i), v
         fields = getattr(type(value), "_fields", None)  # a NamedTuple's, by name too
         if isinstance(value, tuple) and isinstance(fields, tuple):
-            for k in fields[:_BREADTH]:
+            for k in fields[:BREADTH]:
                 if isinstance(k, str) and k in names:
                     yield (".", k), getattr(value, k, None)
         return
-    yield from _attributes(value, names, ran)
-
-
-def _attributes(value: Any, names: frozenset[str],
-                ran: frozenset) -> Iterator[tuple[tuple, Any]]:
-    """An object's attributes: its own, its slots, those the code names that it computes,
-    and its methods that ran."""
-    try:
-        attrs = getattr(value, "__dict__", None)
-    except Exception:  # (a __getattr__ raising KeyError)
-        attrs = None
-    own = attrs.keys() if isinstance(attrs, dict) else ()
-    mock = is_mock(value)  # only what it was given: reading any other name makes a child
-    if isinstance(attrs, dict):
-        for k, v in itertools.islice(attrs.items(), _BREADTH):
-            if not (mock and (k.startswith("_") or k == "method_calls")):
-                yield (".", k), v
-    if mock:
-        return
-    for k in inspect.getattr_static(type(value), "__slots__", ()):  # (no metaclass code)
-        if isinstance(k, str) and hasattr(value, k):
-            yield (".", k), getattr(value, k)
-    yield from _in_classes(value, names, own)
-    yield from _absent(value, names, own)
-    # attributes the code names that the object computes (properties, __getattr__): a
-    # replay evaluates them again, as the call would
-    for k in sorted(names - set(own)):
-        if not k.startswith(("__", "[", "?")):
-            try:
-                child = getattr(value, k)
-                if _made_on_demand(value, k, child):
-                    continue
-            except Exception:
-                continue
-            if isinstance(child, types.MethodType) and \
-                    not isinstance(child.__func__, types.FunctionType):
-                # a kernel the class holds, bound to the instance (CUDADispatcher's
-                # __get__): what `type(self).k` finds
-                yield ((".", k), ("()", "__func__")), child.__func__
-            elif not isinstance(child, _FUNCTIONS):  # a kernel the class holds, too
-                yield (".", k), child
-    yield from _methods(value, ran)
-
-
-def _made_on_demand(value: Any, name: str, child: Any) -> bool:
-    """An object a `__getattr__` makes anew on every read (a null object's): not state a
-    check can find again."""
-    if not is_object(child) or inspect.getattr_static(value, name, _NONE) is not _NONE:
-        return False
-    return getattr(value, name) is not child
-
-
-_NONE = object()
-
-
-def _in_classes(value: Any, names: frozenset[str],
-                own: Any) -> Iterator[tuple[tuple, Any]]:
-    """What the classes of `value` hold under a name the code uses (an attribute, or a
-    string: `vars(type(self))["k"]`) where `self.k` does not say it: hidden by the
-    instance's own attribute or a subclass's (`type(self).k`, `super().k`,
-    `type(self).__mro__[1].k`), named by a string only, or served by a metaclass."""
-    wanted = sorted({k[1:-1] if k.startswith("[") else k for k in names} - {""})
-    wanted = [k for k in wanted if k.isidentifier() and not k.startswith("__")]
-    if not wanted:
-        return
-    try:
-        cls = value.__class__  # (what the path walks: a property)
-        mro = cls.__mro__[:-1] if isinstance(cls, type) else ()
-    except Exception:
-        return
-    for k in wanted:
-        holders = [i for i, c in enumerate(mro) if k in vars(c)]
-        direct = k in names and k not in own  # `self.k` finds the first holder's
-        for i in holders[1 if direct else 0:]:
-            raw = vars(mro[i])[k]
-            if isinstance(raw, (*_FUNCTIONS, staticmethod, classmethod, property)):
-                continue  # (methods: _methods)
-            try:
-                child = getattr(mro[i], k)
-            except Exception:
-                continue
-            yield (("()", "__class__"), ("()", "__mro__"), ("[]", i), (".", k)), child
-        if not holders and k not in own and k in names and \
-                hasattr(type(cls), "__getattr__"):
-            try:  # a metaclass's __getattr__ (a registry behind `type(self).k`)
-                child = getattr(cls, k)
-            except Exception:
-                continue
-            if not isinstance(child, _FUNCTIONS):
-                yield (("()", "__class__"), (".", k)), child
-
-
-def _absent(value: Any, names: frozenset[str], own: Any) -> Iterator[tuple[tuple, Any]]:
-    """The attributes of an object, class or module that the code may find absent
-    (bytecode's "?name": `hasattr(self, "bias")`, `getattr(opt, "extra", None)`, a load
-    under `except AttributeError`) and that it lacks: setting one later runs other code
-    eagerly."""
-    for key in sorted(names):
-        if key.startswith("?") and key != "?*" and key[1:] not in own:
-            try:
-                if hasattr(value, key[1:]):
-                    continue
-            except Exception:
-                continue
-            yield (".", key[1:]), ABSENT
-
-
-def _ran_in_classes(cls: type, ran: frozenset) -> list[tuple[int, str]]:
-    """(place in cls.__mro__, name) of the functions its classes hold that ran, by the
-    names the classes hold them under (`forward = _plus`, a patched method)."""
-    out = []
-    for i, c in enumerate(cls.__mro__):
-        if c is object:  # (a class made by exec with no __name__ says "builtins" too)
-            continue
-        for name, v in list(vars(c).items()):
-            f = v.__func__ if isinstance(v, (staticmethod, classmethod)) else v
-            if isinstance(f, types.FunctionType) and f.__code__ in ran:
-                out.append((i, name))
-    return out
-
-
-def _methods(value: Any, ran: frozenset) -> Iterator[tuple[tuple, Any]]:
-    """The methods of `value` (an object or a class) that ran while the function traced, as
-    the functions they run (`layer.forward.__func__`, `K.run.__func__`): a subclass swapped
-    in, a method rebound on the class or set on the instance runs other code eagerly. One a
-    subclass overrides that ran too (`super().forward(x)`) by its class's place in the MRO;
-    one run by syntax (`m(x)`: `__call__`) though the code never names it."""
-    is_class = isinstance(value, type)
-    try:
-        cls = value if is_class else value.__class__  # (what the path walks: a property)
-        mro = cls.__mro__
-    except Exception:
-        return
-    for i, name in _ran_in_classes(cls, ran):
-        try:  # (not a property: evaluating it may have effects)
-            owner = next(c for c in mro if name in vars(c))
-            static = vars(mro[i])[name] if owner is not mro[i] else \
-                inspect.getattr_static(value, name, None)
-            if not isinstance(static, (types.FunctionType, staticmethod, classmethod)):
-                continue
-            path: tuple = ((("()", "__class__"),) if not is_class else ()) + (
-                ("()", "__mro__"), ("[]", i), ("()", name)) if owner is not mro[i] else (
-                ("()" if name.startswith("__") else ".", name),)
-            fn = getattr(mro[i] if owner is not mro[i] else value, name)
-            again = getattr(mro[i] if owner is not mro[i] else value, name)
-        except Exception:
-            continue
-        if isinstance(fn, types.MethodType):  # (made anew on every read: its function)
-            path, fn = (*path, ("()", "__func__")), fn.__func__
-            again = getattr(again, "__func__", None)
-        if again is not fn:  # a new function on every read (a __getattribute__ wrapping
-            continue  # methods): not one a check can find again
-        if isinstance(fn, types.FunctionType) and fn.__code__ in ran:
-            yield path, fn
-
-
+    yield from attributes(value, names, ran)

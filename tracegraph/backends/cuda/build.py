@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import CudaError, LoweringError, TracegraphError
-from ...ir import BufferKind, OpKind, View
+from ...ir import OpKind, View
 from ...plan import CScalar, Plan, PlanNode, Ptr, ScalarSlot
 from ...signature import describe
 from .memory import GraphMemory
 from .moved_inputs import WatchedInput
+from .node_checks import check_baked, check_co_resident
 from .pending import PendingKernels
 from .platform import error_name
 
@@ -162,7 +163,7 @@ class GraphBuilder:
             self._kernels[key] = compiled
             self._baked[key] = _extents(self.platform.baked_arrays(launch.kernel,
                                                                    node.argtypes))
-        self._check_baked(node, self._baked[key])
+        check_baked(node, self._baked[key], self.plan.buffers)
         kernel, cooperative = compiled
         # a kernel launched again with the same arguments shares its parameters' tuple
         # (lower.py): resolved once; each node keeps its own list, which replays patch
@@ -178,7 +179,7 @@ class GraphBuilder:
         g = self.platform.add_kernel(root, launch.griddim, launch.blockdim, launch.sharedmem,
                                      kernel, built.args[node.index])
         if cooperative or launch.cooperative:
-            self._check_co_resident(node)
+            check_co_resident(node, self.platform)
             self.platform.set_cooperative(g)  # cuda.core cannot make one (cuda-python#2421)
         if attrs is not None:
             if attrs.priority is not None:
@@ -188,25 +189,6 @@ class GraphBuilder:
                 self.platform.set_access_policy(g, self.target(attrs.persist.buffer) + lo,
                                                 hi - lo, attrs.hit_ratio)
         return g
-
-    def _check_baked(self, node: PlanNode, baked: list[tuple[int, int]]) -> None:
-        """Every array Numba compiled into the kernel is one the trace ordered the launch
-        for: a kernel first compiled while a global it names held another array keeps that
-        array (eagerly too), and the graph would order the launch for the wrong memory."""
-        if not baked:
-            return
-        captured = [(b.address, b.address + b.nbytes) for b in
-                    (self.plan.buffers[a.buffer] for a in node.op.accesses)
-                    if b.kind == BufferKind.EXTERNAL]
-        for lo, hi in baked:
-            if not any(c_lo <= lo and hi <= c_hi for c_lo, c_hi in captured):
-                raise LoweringError(f"kernel {node.name} was compiled by Numba while a global "
-                                    "or closure variable it names held another device array "
-                                    f"(at {lo:#x}), which it keeps; the trace ordered it for "
-                                    "the array the name holds now", where=node.location,
-                                    fix="pass the array to the kernel as an argument, or do "
-                                        "not rebind a name a kernel uses after its first "
-                                        "launch")
 
     def _library(self, built: BuiltGraph, node: PlanNode, root: Any, _: list) -> Any:
         """The call captured into a child graph over the buffers' addresses now; a caller's
@@ -232,23 +214,6 @@ class GraphBuilder:
         self.platform.set_child_graph(built.graph, built.nodes[node.index],
                                       child.graph_definition)
         built.captures[node.index] = child
-
-    def _check_co_resident(self, node: PlanNode) -> None:
-        """A cooperative grid must fit on the device at once, or the launch fails."""
-        launch = node.op.launch
-        limit = self.platform.cooperative_grid_limit(launch.kernel, node.argtypes,
-                                                     launch.blockdim, launch.sharedmem)
-        blocks = launch.griddim[0] * launch.griddim[1] * launch.griddim[2]
-        if blocks > limit:
-            raise LoweringError(f"kernel {node.name} synchronizes the grid "
-                                f"(cuda.cg.this_grid().sync()), so all {blocks} blocks of "
-                                f"its grid {launch.griddim} must be resident at once, but "
-                                f"this device holds at most {limit} blocks of "
-                                f"{launch.blockdim} of it", where=node.location,
-                                fix=f"launch at most {limit} blocks and loop over the work "
-                                    "inside the kernel (a grid-stride loop), or use "
-                                    f"{node.name}.max_cooperative_grid_blocks(blockdim) to "
-                                    "size the grid")
 
     def _memcpy(self, built: BuiltGraph, node: PlanNode, root: Any, _: list) -> Any:
         dst, src = node.op.copy.dst, node.op.copy.src
