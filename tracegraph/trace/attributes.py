@@ -107,13 +107,14 @@ def absent(value: Any, names: frozenset[str], own: Any) -> Iterator[tuple[tuple,
     under `except AttributeError`) and that it lacks: setting one later runs other code
     eagerly."""
     for key in sorted(names):
-        if key.startswith("?") and key != "?*" and key[1:] not in own:
+        name = key[1:].removeprefix("self:")
+        if key.startswith("?") and key != "?*" and name not in own:
             try:
-                if hasattr(value, key[1:]):
+                if hasattr(value, name):
                     continue
             except Exception:
                 continue
-            yield (".", key[1:]), ABSENT
+            yield (".", name), ABSENT
 
 
 def _ran_in_classes(cls: type, ran: frozenset) -> list[tuple[int, str]]:

@@ -4,6 +4,7 @@ globals and containers it assigns, changes or walks, and so which paths are stat
 itself (`kept`, `changed`: no check) or walks (`walked`), for trace/guards.py."""
 from __future__ import annotations
 
+import dis
 import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -24,13 +25,13 @@ def code_names(codes: Iterable[types.CodeType]) -> frozenset[str]:
         if {"items", "values"} & set(code.co_names):  # it may read every entry of a dict
             names.add("[*]")
         names.update(f"?{a}" for a in _tested_attributes(code))
+        if "MATCH_CLASS" in dis.opmap and code.co_code.count(dis.opmap["MATCH_CLASS"]):
+            names.update(_match_keywords(code))
         if {"vars", "__dict__"} & set(code.co_names):  # `vars(m).get("bias")`, `in vars(m)`
-            names.update(f"?{c}" for c in code.co_consts if isinstance(c, str) and
-                         c.isidentifier() and not c.startswith("__"))
+            names.update(f"?{c}" for c in _asked_of_dicts(code))
     if "?*" in names:  # (a comprehension's getattr, its outer code's tuple of names)
-        names.update(f"?{s}" for code in nested(codes) for c in code.co_consts
-                     if isinstance(c, tuple) for s in c
-                     if isinstance(s, str) and s.isidentifier() and not s.startswith("__"))
+        names.update(f"?{s}" for code in nested(codes) for c in _name_tuples(code)
+                     for s in c if s.isidentifier() and not s.startswith("__"))
     return frozenset(names)
 
 
@@ -53,6 +54,7 @@ def _tested_attributes(code: types.CodeType) -> set[str]:
         return set()
     ops = list(dis.get_instructions(code))
     out: set[str] = set()
+    first = code.co_varnames[0] if code.co_argcount else None
     for i, ins in enumerate(ops):
         if ins.opname not in ("LOAD_GLOBAL", "LOAD_NAME") or ins.argval not in _TESTS:
             continue
@@ -60,11 +62,62 @@ def _tested_attributes(code: types.CodeType) -> set[str]:
         while j < len(ops) and ops[j].opname in _OPERAND:
             j += 1
         if j < len(ops) and ops[j].opname == "LOAD_CONST" and isinstance(ops[j].argval, str):
-            out.add(ops[j].argval)
+            # asked of the code's first parameter (`hasattr(self, "opts")`): "self:"
+            loads = [o for o in ops[i + 1:j] if o.opname not in ("PUSH_NULL", "CACHE")]
+            mine = len(loads) == 1 and loads[0].opname.startswith("LOAD_FAST") and \
+                loads[0].argval == first
+            out.add(("self:" if mine else "") + ops[j].argval)
         else:
             out.add("*")
     out.update(_loaded_where_caught(code, ops))
-    return {a for a in out if (a.isidentifier() and not a.startswith("__")) or a == "*"}
+    return {a for a in out if (a.removeprefix("self:").isidentifier() and
+                               not a.removeprefix("self:").startswith("__")) or a == "*"}
+
+
+def _may_catch(name: str) -> bool:
+    """May an `except` naming this catch an AttributeError? Yes for AttributeError,
+    Exception and BaseException, and for a name that is not a builtin exception (a global
+    tuple of them: `except ERRORS`)."""
+    import builtins
+    known = getattr(builtins, name, None)
+    return name in _CATCHING or not (isinstance(known, type) and
+                                     issubclass(known, BaseException))
+
+
+def _match_keywords(code: types.CodeType) -> set[str]:
+    """The attributes a class pattern reads (`case Cfg(scale=s)`: MATCH_CLASS's tuple)."""
+    import dis
+    ops = list(dis.get_instructions(code))
+    return {s for i, ins in enumerate(ops) if ins.opname == "MATCH_CLASS" and i > 0 and
+            ops[i - 1].opname == "LOAD_CONST" and isinstance(ops[i - 1].argval, tuple)
+            for s in ops[i - 1].argval if isinstance(s, str)}
+
+
+def _name_tuples(code: types.CodeType) -> list[tuple]:
+    """The code's tuples of strings, but those a keyword call names its keywords by."""
+    import dis
+    keywords = {id(code.co_consts[ins.arg]) for ins in dis.get_instructions(code)
+                if ins.opname == "KW_NAMES" and ins.arg is not None}  # (3.11, 3.12)
+    return [c for c in code.co_consts if isinstance(c, tuple) and id(c) not in keywords
+            and all(isinstance(x, str) for x in c)]
+
+
+def _asked_of_dicts(code: types.CodeType) -> set[str]:
+    """Strings the code asks an object's dict for: `vars(m).get("bias")`,
+    `m.__dict__.get("bias")`, `"bias" in vars(m)`."""
+    import dis
+    ops = list(dis.get_instructions(code))
+    out = set()
+    for i, ins in enumerate(ops):
+        if ins.opname != "LOAD_CONST" or not isinstance(ins.argval, str):
+            continue
+        before = [o.argval for o in ops[max(0, i - 6):i]]
+        after = ops[i + 1:i + 8]
+        if (("vars" in before or "__dict__" in before) and "get" in before) or (
+                any(o.argval in ("vars", "__dict__") for o in after) and
+                any(o.opname == "CONTAINS_OP" for o in after)):
+            out.add(ins.argval)
+    return {a for a in out if a.isidentifier() and not a.startswith("__")}
 
 
 def _loaded_where_caught(code: types.CodeType, ops: list) -> set[str]:
@@ -78,10 +131,19 @@ def _loaded_where_caught(code: types.CodeType, ops: list) -> set[str]:
         k = at.get(e.target)
         if k is None or ops[k].opname != "PUSH_EXC_INFO":
             continue  # (a handler's own cleanup)
-        head = ops[k + 1:k + 3]
+        # a bare except; `with suppress(...)` (not any `with`: a lock's swallows nothing);
+        # except AttributeError, Exception or a tuple naming one
+        head = ops[k + 1:k + 8]
+        matched = []
+        for ins in head:
+            if ins.opname == "CHECK_EXC_MATCH":
+                break
+            matched.append(ins)
         catches = bool(head) and (
-            head[0].opname in ("POP_TOP", "WITH_EXCEPT_START") or
-            (head[0].opname in ("LOAD_GLOBAL", "LOAD_NAME") and head[0].argval in _CATCHING))
+            head[0].opname == "POP_TOP" or
+            (head[0].opname == "WITH_EXCEPT_START" and "suppress" in code.co_names) or
+            any(ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and _may_catch(ins.argval)
+                for ins in matched))
         if catches:
             out.update(ins.argval for ins in ops if e.start <= ins.offset < e.end and
                        ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and

@@ -74,7 +74,7 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     targets = {id(a): a for a in captured}
     held_ids = {id(h) for h in held}
     kernel_ids = {id(k) for k in kernels}
-    names, stored, scopes, owned = _names(fn, callees)
+    names, stored, scopes, owned, tested = _names(fn, callees)
     cut: list[str] = []
     guards: list[Any] = []
     holders: list[Guard] = []  # paths to other device arrays: views' bases
@@ -87,17 +87,17 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
         found = list(search(fn, leaves, paths, names, kernel_ids, cut, scopes, ran))
     _warn_kept(found, name, where)
     keeps: list[str] = []  # values it reads and sets itself
-    # objects a global of its own names (a sentinel, `IDENTITY`): checked by identity
+    # objects a constant-named global holds (a sentinel, `IDENTITY`): checked by identity
     # where other paths find them (`self.act is IDENTITY`)
     singletons = {id(v) for r, v in found if r.root[0] == "global" and not r.steps
-                  and is_object(v)}
+                  and str(r.root[1]).isupper() and is_object(v)}  # (a constant's name)
     for ref, value in found:
         info = None if is_value(value) or id(value) in kernel_ids or \
             container_shape(value) is not None else arguments.describe(value)
         if info is None:
             holder = _holder(fn, leaves, ref)
             guards += _python_state(fn, ref, value, names, stored, kernel_ids, holder, owned,
-                                    ran, singletons)
+                                    ran, singletons, tested)
             if is_value(value) and ref.steps and named(ref, names) and \
                     kept(ref, stored, holder, owned):
                 keeps.append(ref.describe())
@@ -227,17 +227,32 @@ def _has(d: Mapping, key: str) -> bool:
 
 
 def _names(fn: Callable, callees: list[tuple[Any, dict, tuple]]
-           ) -> tuple[frozenset[str], frozenset[str], tuple[Scope, ...], dict[str, set[int]]]:
+           ) -> tuple[frozenset[str], frozenset[str], tuple[Scope, ...], dict[str, set[int]],
+                      dict[str, set[int] | None]]:
     """The names the function and the functions it ran use; what it changes; the other
-    modules whose globals those read; and what the functions it ran change on the objects
-    they ran on (an attribute or container -> those objects' ids)."""
+    modules whose globals those read; what the functions it ran change on the objects
+    they ran on (an attribute or container -> those objects' ids); and the attributes the
+    code may find absent, on any object (None) or on the objects the methods asking for
+    them of their own (`hasattr(self, "opts")`) ran on (ids)."""
     own = getattr(function_of(fn), "__globals__", None)
     names, stored = set(code_names(codes_of(fn))), set(stored_names(codes_of(fn)))
+    bound = getattr(function_of(fn), "__self__", None)  # (a bound method's own object)
+    tested: dict[str, set[int] | None] = {
+        n[6:]: {id(bound)} if bound is not None else None
+        for n in names if n.startswith("?self:")}
+    tested.update({n[1:]: None for n in names if n.startswith("?") and
+                   not n.startswith("?self:")})
     scopes: dict[int, Scope] = {}
     owned: dict[str, set[int]] = {}
     for code, scope, selves in callees:
         used = code_names([code])
         names |= used
+        for n in used:
+            if n.startswith("?self:") and tested.get(n[6:], set()) is not None:
+                tested.setdefault(n[6:], set()).update(  # type: ignore[union-attr]
+                    id(s) for s in selves)
+            elif n.startswith("?"):
+                tested[n[1:]] = None
         module = ""
         if scope is not own:
             known = scopes.get(id(scope))
@@ -248,7 +263,7 @@ def _names(fn: Callable, callees: list[tuple[Any, dict, tuple]]
                 owned.setdefault(entry, set()).update(id(s) for s in selves)
             else:
                 stored.add(entry)
-    return frozenset(names), frozenset(stored), tuple(scopes.values()), owned
+    return frozenset(names), frozenset(stored), tuple(scopes.values()), owned, tested
 
 
 def _warn(name: str, where: str, cut: list[str], missing: list[Any],
@@ -279,7 +294,7 @@ def _warn(name: str, where: str, cut: list[str], missing: list[Any],
 def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
                   stored: frozenset[str], kernel_ids: set[int], holder: Any,
                   owned: dict[str, set[int]], ran: frozenset,
-                  singletons: set[int]) -> list[Any]:
+                  singletons: set[int], tested: dict[str, set[int] | None]) -> list[Any]:
     """The guard of a value, kernel, container or other object found at `ref` (or of
     nothing found there), if it needs one. An argument itself is in the signature
     already; so is an argument's own structure."""
@@ -291,10 +306,13 @@ def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],
     if not (ref.steps or ref.root[0] != "leaf") or not named(ref, names) or \
             kept(ref, stored, holder, owned):
         return []
-    if value is ABSENT:  # (not a name the code sets somewhere: a lazily made cache)
+    if value is ABSENT:  # (not a name the code sets somewhere: a lazily made cache; one a
+        # method asks of its own object, only on the objects it ran on)
         name = ref.steps[-1][1]
+        on = tested.get(name)  # (None: any object; a name a held string gave too)
         return [] if changed(ref, stored, holder, owned) or name in owned or \
-            name in stored else [AbsentGuard(ref, fast_check(fn, ref, value, shape=5))]
+            name in stored or (on is not None and id(holder) not in on) else \
+            [AbsentGuard(ref, fast_check(fn, ref, value, shape=5))]
     if is_object(value):
         if changed(ref, stored, holder, owned):
             return []

@@ -215,7 +215,8 @@ def named(ref: HostRef, names: frozenset[str]) -> bool:
         if how == "()":  # into a functools.partial: calling it uses all it holds
             return True
         if isinstance(key, str) and f"[{key}]" not in names and not (
-                how == "." and (key in names or f"?{key}" in names)) and not (
+                how == "." and (key in names or f"?{key}" in names or
+                                f"?self:{key}" in names)) and not (
                 how == "[]" and "[*]" in names):
             return False
     return True
