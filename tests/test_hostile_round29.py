@@ -12,9 +12,8 @@ import typing
 
 import numpy as np
 import pytest
-from numba import cuda
-
 from eager import against_eager
+from numba import cuda
 
 N = 8
 
@@ -31,6 +30,11 @@ def mul_by(x, v):
     i = cuda.grid(1)
     if i < x.size:
         x[i] *= v
+
+
+def guards_of(f, kind=None):
+    gs = list(f.compiled[0].program.guards)
+    return [g for g in gs if kind is None or type(g).__name__ == kind]
 
 
 # ---------------------------------------------------------------- class attributes

@@ -28,27 +28,11 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from eager import against_eager
 from numba import cuda
+from test_hostile_round29 import N, add_to, mul_by
 
 import tracegraph as tg
-from eager import against_eager
-
-N = 8
-
-
-@cuda.jit
-def add_to(x, v):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += v
-
-
-@cuda.jit
-def mul_by(x, v):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] *= v
-
 
 # ======================================================================= regressions
 
