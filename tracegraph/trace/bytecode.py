@@ -25,6 +25,7 @@ def code_names(codes: Iterable[types.CodeType]) -> frozenset[str]:
         if {"items", "values"} & set(code.co_names):  # it may read every entry of a dict
             names.add("[*]")
         names.update(f"?{a}" for a in _tested_attributes(code))
+        names.update(f"{{{r}}}" for r in _read_whole(code))
         if "MATCH_CLASS" in dis.opmap and code.co_code.count(dis.opmap["MATCH_CLASS"]):
             names.update(_match_keywords(code))
         if {"vars", "__dict__"} & set(code.co_names):  # `vars(m).get("bias")`, `in vars(m)`
@@ -72,6 +73,32 @@ def _tested_attributes(code: types.CodeType) -> set[str]:
     out.update(_loaded_where_caught(code, ops))
     return {a for a in out if (a.removeprefix("self:").isidentifier() and
                                not a.removeprefix("self:").startswith("__")) or a == "*"}
+
+
+_WHOLE = ("astuple", "asdict", "fields", "vars")
+_LOADS = ("LOAD_FAST", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR",
+          "LOAD_FAST_CHECK")
+
+
+def _read_whole(code: types.CodeType) -> set[str]:
+    """The names of objects the code reads whole, every attribute at once
+    (`dataclasses.astuple(cfg)`, `asdict`, `fields`, `vars(self.cfg)`,
+    `cfg.__dict__.values()`): the last name of the expression each is given."""
+    if not {*_WHOLE, "__dict__"} & set(code.co_names):
+        return set()
+    ops = list(dis.get_instructions(code))
+    out = set()
+    for i, ins in enumerate(ops):
+        if ins.argval == "__dict__" and ins.opname == "LOAD_ATTR" and i > 0 and \
+                ops[i - 1].opname in _LOADS:
+            out.add(ops[i - 1].argval)
+        elif ins.argval in _WHOLE and ins.opname in (*_LOADS, "LOAD_METHOD"):
+            j = i + 1  # the argument: loads and attributes, up to the call
+            while j < len(ops) and ops[j].opname in _OPERAND:
+                j += 1
+            if j > i + 1 and ops[j - 1].opname in _LOADS:
+                out.add(ops[j - 1].argval)
+    return {r for r in out if isinstance(r, str)}
 
 
 def _may_catch(name: str) -> bool:

@@ -8,6 +8,8 @@ The guards themselves are in trace/checks.py.
 """
 from __future__ import annotations
 
+import enum
+import itertools
 import types
 import warnings
 import weakref
@@ -207,16 +209,34 @@ def _held_keys(found: list[tuple[HostRef, Any]], names: frozenset[str]) -> froze
     the code holds ("[lr]"): it may look them up (`HP[KEY]`)."""
     strings = {v for r, v in found if isinstance(v, str) and f"[{v}]" not in names
                and named(r, names)}
+    if "?*" in names:  # (a getattr over names a tuple, set, dict or enum holds)
+        strings |= {s for r, v in found if named(r, names) for s in _strings_in(v)
+                    if f"[{s}]" not in names}
     dicts = [v for _, v in found if isinstance(v, Mapping)] if strings else []
     keys = frozenset(f"[{k}]" for k in strings if any(_has(d, k) for d in dicts))
     if "?*" in names:  # the code gets or tests attributes by a name it does not hold
         # (`getattr(m, ATTR, None)`): these strings may be that name; tested for absence
         # where one name holds it (not each of a list's: `for n in self.order`)
-        attrs = {(k, not any(how == "[]" for how, _ in r.steps)) for r, k in found
-                 if isinstance(k, str) and k in strings and k.isidentifier() and
-                 not k.startswith("__")}
-        keys |= frozenset(k for k, _ in attrs) | frozenset(f"?{k}" for k, one in attrs if one)
+        attrs = {k for k in strings if k.isidentifier() and not k.startswith("__")}
+        alone = {k for r, k in found if isinstance(k, str) and k in attrs and
+                 not any(how == "[]" for how, _ in r.steps)}
+        keys |= frozenset(attrs) | frozenset(f"?{k}" for k in alone)
     return keys - names
+
+
+def _strings_in(value: Any) -> list[str]:
+    """The strings a tuple, set or dict's keys hold, or an enum's (or its member's) string
+    values."""
+    if isinstance(value, enum.Enum):
+        return [value.value] if isinstance(value.value, str) else []
+    if isinstance(value, enum.EnumMeta):  # (`for m in Name: getattr(cfg, m.value)`)
+        return [m.value for m in value if isinstance(m.value, str)]  # type: ignore[var-annotated]
+    if isinstance(value, (tuple, set, frozenset, Mapping)):
+        try:
+            return [s for s in itertools.islice(value, 256) if isinstance(s, str)]
+        except Exception:
+            return []
+    return []
 
 
 def _has(d: Mapping, key: str) -> bool:

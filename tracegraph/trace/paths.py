@@ -135,7 +135,7 @@ def search(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
                 yield ref, value  # its length or keys may decide what the code launches
             if isinstance(value, types.FunctionType) and value.__code__ in ran:
                 yield ref, value  # a function that ran: rebinding it runs other code
-            elif value is ABSENT or is_object(value):
+            elif value is ABSENT or is_object(value) or isinstance(value, enum.EnumMeta):
                 # an object (or nothing) the code may test (`isinstance(self.norm, LN)`,
                 # `self.norm is None`, `hasattr(self, "bias")`): its type is guarded
                 if named(ref, names) and (ref.steps or ref.root[0] != "leaf"):
@@ -209,16 +209,20 @@ def roots(fn: Callable, leaves: list, paths: list[str], names: frozenset[str],
 
 def named(ref: HostRef, names: frozenset[str]) -> bool:
     """Could the code have read the array by this path? Every attribute on it is a name
-    the code uses and every string key a string it holds (`model.head`, an alias the code
-    never names, is not)."""
+    the code uses, or one of an object the code reads whole (`astuple(cfg)`: "{cfg}"), and
+    every string key a string it holds (`model.head`, an alias the code never names, is
+    not)."""
+    holder = ref.root[2] if ref.root[0] == "leaf" else ref.root[1]
     for how, key in ref.steps:
         if how == "()":  # into a functools.partial: calling it uses all it holds
             return True
         if isinstance(key, str) and f"[{key}]" not in names and not (
                 how == "." and (key in names or f"?{key}" in names or
-                                f"?self:{key}" in names)) and not (
-                how == "[]" and "[*]" in names):
+                                f"?self:{key}" in names or f"{{{holder}}}" in names)) and \
+                not (how == "[]" and "[*]" in names):
             return False
+        if isinstance(key, str):
+            holder = key
     return True
 
 
