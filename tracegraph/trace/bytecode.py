@@ -87,18 +87,28 @@ def _read_whole(code: types.CodeType) -> set[str]:
     if not {*_WHOLE, "__dict__"} & set(code.co_names):
         return set()
     ops = list(dis.get_instructions(code))
+    first = code.co_varnames[0] if code.co_argcount else None
     out = set()
     for i, ins in enumerate(ops):
+        given = None
         if ins.argval == "__dict__" and ins.opname == "LOAD_ATTR" and i > 0 and \
                 ops[i - 1].opname in _LOADS:
-            out.add(ops[i - 1].argval)
+            given = ops[i - 1]
         elif ins.argval in _WHOLE and ins.opname in (*_LOADS, "LOAD_METHOD"):
             j = i + 1  # the argument: loads and attributes, up to the call
             while j < len(ops) and ops[j].opname in _OPERAND:
                 j += 1
             if j > i + 1 and ops[j - 1].opname in _LOADS:
-                out.add(ops[j - 1].argval)
-    return {r for r in out if isinstance(r, str)}
+                given = ops[j - 1]
+        if given is None or not isinstance(given.argval, str):
+            continue
+        # its first parameter (`vars(self)`): "@" (only the objects it ran on); astuple
+        # and asdict read nested dataclasses too: "*"
+        mine = given.opname.startswith("LOAD_FAST") and given.argval == first and \
+            given is ops[i - 1 if ins.argval == "__dict__" else i + 1]
+        deep = "*" if ins.argval in ("astuple", "asdict") else ""
+        out.add(("@" if mine else given.argval) + deep)
+    return out
 
 
 def _may_catch(name: str) -> bool:

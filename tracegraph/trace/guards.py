@@ -76,14 +76,14 @@ def find_guards(fn: Callable, leaves: list, paths: list[str], captured: list[Any
     targets = {id(a): a for a in captured}
     held_ids = {id(h) for h in held}
     kernel_ids = {id(k) for k in kernels}
-    names, stored, scopes, owned, tested = _names(fn, callees)
+    names, stored, scopes, owned, tested, wholes = _names(fn, callees)
     cut: list[str] = []
     guards: list[Any] = []
     holders: list[Guard] = []  # paths to other device arrays: views' bases
     host_holders: list[Guard] = []  # paths to host arrays: a held slice's base (T[:4])
     ran = frozenset(code for code, _, _ in callees)
     found = list(search(fn, leaves, paths, names, kernel_ids, cut, scopes, ran))
-    keys = _held_keys(found, names)
+    keys = _held_keys(found, names, stored) | _read_whole(found, names, wholes)
     if keys:  # strings the code names that key a dict it reaches (`HP[KEY]`): look again
         names, cut = names | keys, []
         found = list(search(fn, leaves, paths, names, kernel_ids, cut, scopes, ran))
@@ -204,14 +204,31 @@ def _array_name(ref: HostRef) -> str:
     return str(ref.root[2] if ref.root[0] == "leaf" else ref.root[1])
 
 
-def _held_keys(found: list[tuple[HostRef, Any]], names: frozenset[str]) -> frozenset[str]:
+def _read_whole(found: list[tuple[HostRef, Any]], names: frozenset[str],
+                wholes: dict[int, str]) -> frozenset[str]:
+    """The objects a method of theirs read whole (`vars(self)`: `wholes`, their ids), by
+    the names the paths finding them give them ("{opt}")."""
+    out = set()
+    for r, v in found:
+        deep = wholes.get(id(v))
+        if deep is not None and named(r, names):
+            last = [k for _, k in r.steps if isinstance(k, str)]
+            holder = last[-1] if last else (r.root[2] if r.root[0] == "leaf" else r.root[1])
+            out.add(f"{{{holder}{deep}}}")
+    return frozenset(out)
+
+
+def _held_keys(found: list[tuple[HostRef, Any]], names: frozenset[str],
+               stored: frozenset[str]) -> frozenset[str]:
     """Strings the code names (`KEY = "lr"`) that are keys of a dict it reaches, as keys
     the code holds ("[lr]"): it may look them up (`HP[KEY]`)."""
     strings = {v for r, v in found if isinstance(v, str) and f"[{v}]" not in names
                and named(r, names)}
-    if "?*" in names:  # (a getattr over names a tuple, set, dict or enum holds)
-        strings |= {s for r, v in found if named(r, names) for s in _strings_in(v)
-                    if f"[{s}]" not in names}
+    if "?*" in names:  # (a getattr over names a tuple, set, enum or a dict it walks holds)
+        walks = "[*]" in names or "keys" in names  # (`.items()`, `.keys()`: not `len(D)`)
+        strings |= {s for r, v in found if named(r, names) and
+                    (not isinstance(v, Mapping) or (walks and walked(r, stored)))
+                    for s in _strings_in(v) if f"[{s}]" not in names}
     dicts = [v for _, v in found if isinstance(v, Mapping)] if strings else []
     keys = frozenset(f"[{k}]" for k in strings if any(_has(d, k) for d in dicts))
     if "?*" in names:  # the code gets or tests attributes by a name it does not hold
@@ -248,12 +265,13 @@ def _has(d: Mapping, key: str) -> bool:
 
 def _names(fn: Callable, callees: list[tuple[Any, dict, tuple]]
            ) -> tuple[frozenset[str], frozenset[str], tuple[Scope, ...], dict[str, set[int]],
-                      dict[str, set[int] | None]]:
+                      dict[str, set[int] | None], dict[int, str]]:
     """The names the function and the functions it ran use; what it changes; the other
     modules whose globals those read; what the functions it ran change on the objects
     they ran on (an attribute or container -> those objects' ids); and the attributes the
     code may find absent, on any object (None) or on the objects the methods asking for
-    them of their own (`hasattr(self, "opts")`) ran on (ids)."""
+    them of their own (`hasattr(self, "opts")`) ran on (ids); and the objects a method of
+    theirs reads whole (`vars(self)`: id -> "" or "*" with what they hold)."""
     own = getattr(function_of(fn), "__globals__", None)
     names, stored = set(code_names(codes_of(fn))), set(stored_names(codes_of(fn)))
     bound = getattr(function_of(fn), "__self__", None)  # (a bound method's own object)
@@ -262,12 +280,22 @@ def _names(fn: Callable, callees: list[tuple[Any, dict, tuple]]
         for n in names if n.startswith("?self:")}
     tested.update({n[1:]: None for n in names if n.startswith("?") and
                    not n.startswith("?self:")})
+    # objects read whole by a method of theirs (`vars(self)`), by id: "" or "*" (deep)
+    wholes: dict[int, str] = {}
+    for n in [n for n in names if n.startswith("{@")]:
+        names.discard(n)
+        if bound is not None:
+            wholes[id(bound)] = n[2:-1]
+        elif codes_of(fn) and codes_of(fn)[0].co_argcount:  # (a function's first argument)
+            names.add(f"{{{codes_of(fn)[0].co_varnames[0]}{n[2:-1]}}}")
     scopes: dict[int, Scope] = {}
     owned: dict[str, set[int]] = {}
     for code, scope, selves in callees:
         used = code_names([code])
-        names |= used
+        names |= {n for n in used if not n.startswith("{@")}
         for n in used:
+            if n.startswith("{@"):
+                wholes.update((id(s), n[2:-1]) for s in selves)
             if n.startswith("?self:") and tested.get(n[6:], set()) is not None:
                 tested.setdefault(n[6:], set()).update(  # type: ignore[union-attr]
                     id(s) for s in selves)
@@ -283,7 +311,7 @@ def _names(fn: Callable, callees: list[tuple[Any, dict, tuple]]
                 owned.setdefault(entry, set()).update(id(s) for s in selves)
             else:
                 stored.add(entry)
-    return frozenset(names), frozenset(stored), tuple(scopes.values()), owned, tested
+    return frozenset(names), frozenset(stored), tuple(scopes.values()), owned, tested, wholes
 
 
 def _warn(name: str, where: str, cut: list[str], missing: list[Any],

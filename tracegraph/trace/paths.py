@@ -213,11 +213,13 @@ def named(ref: HostRef, names: frozenset[str]) -> bool:
     every string key a string it holds (`model.head`, an alias the code never names, is
     not)."""
     holder = ref.root[2] if ref.root[0] == "leaf" else ref.root[1]
+    deep = False  # past an object read whole with what it holds (`astuple(cfg)`)
     for how, key in ref.steps:
         if how == "()":  # into a functools.partial: calling it uses all it holds
             return True
+        deep = deep or f"{{{holder}*}}" in names
         if isinstance(key, str) and f"[{key}]" not in names and not (
-                how == "." and (key in names or f"?{key}" in names or
+                how == "." and (deep or key in names or f"?{key}" in names or
                                 f"?self:{key}" in names or f"{{{holder}}}" in names)) and \
                 not (how == "[]" and "[*]" in names):
             return False
