@@ -28,19 +28,9 @@ import numpy as np
 import pytest
 from eager import against_eager
 from numba import cuda
+from test_hostile_round33 import _misses, axpb
 
 import tracegraph as tg
-
-
-@cuda.jit
-def axpb(x, a, b):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] = a * x[i] + b
-
-
-def _misses(f) -> int:
-    return sum(f.cache_info().misses.values())
 
 
 # ------------------------------------------------ (1) vars(self) in a callee's method
