@@ -17,6 +17,7 @@ def code_names(codes: Iterable[types.CodeType]) -> frozenset[str]:
     """Every name the code (and the code nested in it) loads, globals and attributes, and
     the strings it holds (dict keys: `CFG["w"]`)."""
     names: set[str] = set()
+    codes = list(codes)
     for code in nested(codes):
         names.update(code.co_names)
         # a string the code holds may be a key it looks up (`CFG["w"]`): kept as "[w]", so
@@ -25,7 +26,8 @@ def code_names(codes: Iterable[types.CodeType]) -> frozenset[str]:
         if {"items", "values"} & set(code.co_names):  # it may read every entry of a dict
             names.add("[*]")
         names.update(f"?{a}" for a in _tested_attributes(code))
-        names.update(f"{{{r}}}" for r in _read_whole(code))
+        # (a nested function's first parameter is not the object this code runs on)
+        names.update(f"{{{r}}}" for r in _read_whole(code, any(code is c for c in codes)))
         if "MATCH_CLASS" in dis.opmap and code.co_code.count(dis.opmap["MATCH_CLASS"]):
             names.update(_match_keywords(code))
         if {"vars", "__dict__"} & set(code.co_names):  # `vars(m).get("bias")`, `in vars(m)`
@@ -80,7 +82,7 @@ _LOADS = ("LOAD_FAST", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR",
           "LOAD_FAST_CHECK")
 
 
-def _read_whole(code: types.CodeType) -> set[str]:
+def _read_whole(code: types.CodeType, top: bool = True) -> set[str]:
     """The names of objects the code reads whole, every attribute at once
     (`dataclasses.astuple(cfg)`, `asdict`, `fields`, `vars(self.cfg)`,
     `cfg.__dict__.values()`): the last name of the expression each is given."""
@@ -104,7 +106,8 @@ def _read_whole(code: types.CodeType) -> set[str]:
             continue
         # its first parameter (`vars(self)`): "@" (only the objects it ran on); astuple
         # and asdict read nested dataclasses too: "*"
-        mine = given.opname.startswith("LOAD_FAST") and given.argval == first and \
+        mine = top and given.argval == first and \
+            (given.opname.startswith("LOAD_FAST") or given.opname == "LOAD_DEREF") and \
             given is ops[i - 1 if ins.argval == "__dict__" else i + 1]
         deep = "*" if ins.argval in ("astuple", "asdict") else ""
         out.add(("@" if mine else given.argval) + deep)
