@@ -4,7 +4,7 @@ REGRESSIONS (needless retracing) from fe5f0a5:
   1. A traced bound method (or callable object) whose body defines a nested helper or
      lambda that reads its OWN first parameter whole (`def show(c): return vars(c)`,
      `lambda o: vars(o)`) makes the traced method's own object read whole: codes_of(fn)
-     includes the nested code, its "{@}" marker is attributed to `bound` (guards._names),
+     includes the nested code, its "{@}" marker is attributed to `bound` (names.names_used),
      so a host counter on the model retraces every call (misses 5; 1 at ea7815a and
      2195532).
 INCOMPLETE FIX of round 34 item 1:
