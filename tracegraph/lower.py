@@ -45,10 +45,7 @@ def _lower_nodes(program: Program, top: Program,
     for i, op in enumerate(program.ops):
         deps = tuple(sorted(before[i]))
         if op.kind == "kernel":
-            node = _kernel_node(i, op, deps, slots, top, memo)
-            for pos, p in enumerate(node.params):
-                if isinstance(p, ScalarSlot):
-                    scalars.setdefault(p.leaf, []).append((i, pos))
+            node = _kernel_node(i, op, deps, slots, scalars, top, memo)
         elif op.kind == "memcpy":
             dst, src = op.copy.dst, op.copy.src
             nbytes = dst.size * dst.itemsize
@@ -92,7 +89,8 @@ def _lower_body(body: Program, top: Program, memo: dict) -> tuple[PlanNode, ...]
 
 
 def _kernel_node(i: int, op: Op, deps: tuple[int, ...],
-                 slots: dict[int, list[tuple[int, Any, int]]], program: Program,
+                 slots: dict[int, list[tuple[int, Any, int]]],
+                 scalars: dict[int, list[tuple[int, int]]], program: Program,
                  memo: dict) -> PlanNode:
     launch = op.launch
     threads = launch.blockdim[0] * launch.blockdim[1] * launch.blockdim[2]
@@ -111,24 +109,32 @@ def _kernel_node(i: int, op: Op, deps: tuple[int, ...],
         if found is None:
             found = memo[key] = _overload_and_params(op, program)
         memo[("launch", id(launch))] = found
-    argtypes, params = found
-    for pos, p in enumerate(params):
-        if isinstance(p, Ptr):
-            slots.setdefault(p.buffer, []).append((i, pos, p.offset))
+    argtypes, params, pointers, dynamic = found
+    for pos, buffer, offset in pointers:
+        slots.setdefault(buffer, []).append((i, pos, offset))
+    for pos, leaf in dynamic:
+        scalars.setdefault(leaf, []).append((i, pos))
     return PlanNode(i, OpKind.KERNEL, deps, op.name, op.location, op, argtypes, params)
 
 
-def _overload_and_params(op: Op, program: Program) -> tuple[tuple, tuple]:
+def _overload_and_params(op: Op, program: Program) -> tuple[tuple, tuple, tuple, tuple]:
+    """(the overload's argtypes, Numba's flattened parameters, (position, buffer, offset)
+    of each pointer among them, (position, leaf) of each dynamic scalar): a loop's
+    relaunches share them, so their nodes skip the search."""
     launch = op.launch
     given = tuple(_argtype(a, op, program) for a in launch.args)
     try:
         argtypes = _numba.select_overload(launch.kernel, given)
-        return argtypes, _numba.flatten_params(argtypes, launch.args, _view_fields)
+        params = _numba.flatten_params(argtypes, launch.args, _view_fields)
     except (TypeError, ValueError, OverflowError) as exc:
         raise LoweringError(f"kernel {op.name} cannot be launched with arguments of types "
                             f"({', '.join(map(str, given))}): {exc}", where=op.location,
                             fix="pass arguments of the types its signature declares; the "
                                 "same launch run eagerly raises the same error") from exc
+    pointers = tuple((pos, p.buffer, p.offset) for pos, p in enumerate(params)
+                     if isinstance(p, Ptr))
+    dynamic = tuple((pos, p.leaf) for pos, p in enumerate(params) if isinstance(p, ScalarSlot))
+    return argtypes, params, pointers, dynamic
 
 
 def _foreign_node(i: int, op: Op, deps: tuple[int, ...],

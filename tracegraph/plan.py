@@ -24,6 +24,7 @@ from .ir import (
     Program,
     View,
 )
+from .ir.records import fast_init
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,7 @@ class ScalarSlot:
         return getattr(ctypes, self.ctype)(value)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PlanNode:
     """One explicit graph node. `deps` are indices of earlier nodes."""

@@ -6,6 +6,7 @@ from typing import Any
 
 from .kinds import CopyRole, OpKind
 from .memory import Access, View
+from .records import fast_init
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +114,7 @@ class Conditional:
 OpData = Launch | Copy | Fill | EventUse | HostCall | Conditional | LibraryCall
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Op:
     """One recorded operation. `data` holds what its kind needs; a `barrier` op is ordered
@@ -161,7 +163,10 @@ class Op:
 
 
 def _of(op: Op, kind: type) -> Any:
-    if not isinstance(op.data, kind):
+    data = op.data
+    if type(data) is kind:  # (every compile asks each launch op several times)
+        return data
+    if not isinstance(data, kind):
         raise TypeError(f"{op.kind} op {op.name} has no {kind.__name__} data")
     return op.data
 

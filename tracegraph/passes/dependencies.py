@@ -18,6 +18,7 @@ def _hazards(earlier: Access, later: Access) -> frozenset[str]:
 
 
 _HAZARDS_OF: dict[tuple[str, str], frozenset[str]] = {}  # (earlier mode, later mode) ->
+_RAW, _WAR, _WAW = frozenset({"RAW"}), frozenset({"WAR"}), frozenset({"WAW"})
 
 
 def primary_hazard(hazards: set[str] | frozenset[str]) -> str:
@@ -36,33 +37,36 @@ def add_dependencies(program: Program) -> Program:
     and before all later ones. Not transitively reduced.
     """
     regions = memory_regions(program.buffers, program.aliased_inputs)
-    edges: dict[tuple[int, int], set[str]] = {}
+    edges: dict[tuple[int, int], frozenset[str]] = {}
     # per buffer, the accesses a later op may still conflict with: (access, op index)
     live: dict[int, list[tuple[Access, int]]] = {}
     last_barrier: int | None = None
     since_barrier: list[int] = []
 
-    def edge(i: int, j: int, hazards: set[str] | frozenset[str]) -> None:
-        edges.setdefault((i, j), set()).update(hazards)
+    def edge(i: int, j: int, hazards: frozenset[str]) -> None:
+        old = edges.get((i, j))
+        edges[(i, j)] = hazards if old is None else old | hazards
 
     for j, op in enumerate(program.ops):
         if op.barrier:
             for i in since_barrier:
                 writes = any(a.writes for a in program.ops[i].accesses)
-                edge(i, j, {"RAW"} if writes else {"WAR"})
+                edge(i, j, _RAW if writes else _WAR)
             if last_barrier is not None and not since_barrier:
-                edge(last_barrier, j, {"WAW"})
+                edge(last_barrier, j, _WAW)
             last_barrier, since_barrier = j, []
             live.clear()
         else:
             if last_barrier is not None:
                 writes = any(a.writes for a in op.accesses)
-                edge(last_barrier, j, {"WAW"} if writes else {"RAW"})
+                edge(last_barrier, j, _WAW if writes else _RAW)
             since_barrier.append(j)
-        mine = [region_access(a, regions) for a in op.accesses if a.stop > a.start]
+        mine = [region_access(a, regions) if regions else a
+                for a in op.accesses if a.stop > a.start]
         for a in mine:
+            writes = a.writes
             for r, i in live.get(a.buffer, ()):
-                if i != j and r.start < a.stop and a.start < r.stop and (r.writes or a.writes):
+                if i != j and r.start < a.stop and a.start < r.stop and (writes or r.writes):
                     edge(i, j, _hazards(r, a))
         for a in mine:
             records = live.setdefault(a.buffer, [])
@@ -84,8 +88,7 @@ def add_dependencies(program: Program) -> Program:
     return program.replace(graph=graph)
 
 
-def _edge_data(h: set[str]) -> dict:
-    hazards = frozenset(h)
+def _edge_data(hazards: frozenset[str]) -> dict:
     primary = _PRIMARY.get(hazards)
     if primary is None:
         primary = _PRIMARY[hazards] = primary_hazard(hazards)
@@ -125,7 +128,7 @@ def transitive_reduction(program: Program) -> Program:
     where networkx's general algorithm took 188 ms on a 1,000-launch chain.
     """
     g = program.graph
-    if all(g.in_degree(v) <= 1 for v in g):
+    if all(len(before) <= 1 for before in g._pred.values()):
         return program  # a forest: nothing is implied twice
     ancestors: dict[int, int] = {}
     implied: list[tuple[int, int]] = []

@@ -29,6 +29,9 @@ log = logging.getLogger("tracegraph.trace")
 # kernel -> (reads, writes): argument positions, or ("*", k) for every argument from k on
 _declared: weakref.WeakKeyDictionary[Any, tuple[frozenset, frozenset]] = \
     weakref.WeakKeyDictionary()
+# [how many declarations tg.access made]: a tracer's memo of a loop's launches keys on it,
+# cheaper than looking the kernel up in _declared at every launch
+DECLARATIONS = [0]
 
 
 def access(kernel: Any, *, reads: Iterable[str | int] = (),
@@ -57,6 +60,7 @@ def access(kernel: Any, *, reads: Iterable[str | int] = (),
 
     _declared[kernel] = (frozenset(map(index, _names(reads, "reads"))),
                          frozenset(map(index, _names(writes, "writes"))))
+    DECLARATIONS[0] += 1
     return kernel
 
 

@@ -36,7 +36,14 @@ from ..location import user_location
 from ..signature import arguments
 from ..traced import Array, DynamicScalar, tracer_of, view_of
 from .callees import untraced
-from .functions import MAX_BYTES, _dtype, _parameter_accesses, _shape, declared_access
+from .functions import (
+    DECLARATIONS,
+    MAX_BYTES,
+    _dtype,
+    _parameter_accesses,
+    _shape,
+    declared_access,
+)
 
 # ---------------------------------------------------------------------------
 # the tracer
@@ -104,8 +111,8 @@ class Tracer:
         # a loop's launch again, with the very argument objects (kept alive with it, so no
         # other object takes their ids) and no globals to look up: its op but the line
         same = (id(kernel), griddim, blockdim, sharedmem, stream, id(self.node_attributes),
-                declared_access(kernel), *map(id, args)) \
-            if all(type(a) in _PLAIN for a in args) else None
+                DECLARATIONS[0], *map(id, args)) \
+            if _PLAIN.issuperset(map(type, args)) else None
         try:
             hit = self._same_launch.get(same) if same is not None else None
         except TypeError:  # a configuration given as lists

@@ -46,9 +46,13 @@ class GraphBuilder:
                  platform: Any, guard: Callable[[Any, PlanNode], Any]):
         self.plan, self.memory, self.watch, self.platform = plan, memory, watch, platform
         self.guard = guard  # wraps a host callback so its errors are reported later
-        self._kernels: dict[tuple, tuple[Any, bool]] = {}
-        self._kernel_keys: dict[tuple[int, int], tuple] = {}  # (kernel, argtypes) by ids
-        self._baked: dict[tuple, list[tuple[int, int]]] = {}  # what each one compiled in
+        # (kernel, argtypes) -> (compiled kernel, cooperative), and the extents of what
+        # Numba compiled into it; then the same by the ids of the two (a loop's launches
+        # share one argtypes tuple, lower.py: hashing Numba's types cost 1 us a node),
+        # with the argtypes kept alive so their id stays theirs
+        self._kernels: dict[tuple, tuple[tuple[Any, bool], list[tuple[int, int]]]] = {}
+        self._kernel_ids: dict[tuple[int, int], tuple[tuple[Any, bool],
+                                                      list[tuple[int, int]], tuple]] = {}
         self._builders = {OpKind.KERNEL: self._kernel, OpKind.MEMCPY: self._memcpy,
                           OpKind.MEMSET: self._memset, OpKind.HOST: self._host,
                           OpKind.EVENT_RECORD: self._event, OpKind.EVENT_WAIT: self._event,
@@ -144,27 +148,13 @@ class GraphBuilder:
 
     def _kernel(self, built: BuiltGraph, node: PlanNode, root: Any, _: list) -> Any:
         launch = node.op.launch
-        # (lower.py shares one argtypes tuple among a loop's launches: hashing Numba's
-        # types costs about 1 us a node)
-        key = self._kernel_keys.get((id(launch.kernel), id(node.argtypes)))
-        if key is None:
-            key = self._kernel_keys[(id(launch.kernel), id(node.argtypes))] = \
-                (id(launch.kernel), node.argtypes)
-        compiled = self._kernels.get(key)
-        if compiled is None:
-            try:
-                compiled = self.platform.compile(launch.kernel, node.argtypes)
-            except Exception as exc:
-                raise LoweringError(f"Numba could not compile kernel {node.name} for "
-                                    f"{', '.join(map(str, node.argtypes))}: {exc}",
-                                    where=node.location,
-                                    fix="fix the kernel; the same launch run eagerly raises "
-                                        "the same error") from exc
-            self._kernels[key] = compiled
-            self._baked[key] = _extents(self.platform.baked_arrays(launch.kernel,
-                                                                   node.argtypes))
-        check_baked(node, self._baked[key], self.plan.buffers)
-        kernel, cooperative = compiled
+        found = self._kernel_ids.get((id(launch.kernel), id(node.argtypes)))
+        if found is None:
+            compiled, extents = self._compiled(node)
+            found = self._kernel_ids[(id(launch.kernel), id(node.argtypes))] = \
+                (compiled, extents, node.argtypes)
+        (kernel, cooperative), baked, _kept = found
+        check_baked(node, baked, self.plan.buffers)
         # a kernel launched again with the same arguments shares its parameters' tuple
         # (lower.py): resolved once; each node keeps its own list, which replays patch
         shared = self._resolved.get(id(node.params))
@@ -189,6 +179,23 @@ class GraphBuilder:
                 self.platform.set_access_policy(g, self.target(attrs.persist.buffer) + lo,
                                                 hi - lo, attrs.hit_ratio)
         return g
+
+    def _compiled(self, node: PlanNode) -> tuple[tuple[Any, bool], list[tuple[int, int]]]:
+        launch = node.op.launch
+        key = (id(launch.kernel), node.argtypes)
+        found = self._kernels.get(key)
+        if found is None:
+            try:
+                compiled = self.platform.compile(launch.kernel, node.argtypes)
+            except Exception as exc:
+                raise LoweringError(f"Numba could not compile kernel {node.name} for "
+                                    f"{', '.join(map(str, node.argtypes))}: {exc}",
+                                    where=node.location,
+                                    fix="fix the kernel; the same launch run eagerly raises "
+                                        "the same error") from exc
+            found = self._kernels[key] = (compiled, _extents(
+                self.platform.baked_arrays(launch.kernel, node.argtypes)))
+        return found
 
     def _library(self, built: BuiltGraph, node: PlanNode, root: Any, _: list) -> Any:
         """The call captured into a child graph over the buffers' addresses now; a caller's
