@@ -126,6 +126,9 @@ def _overload_and_params(op: Op, program: Program) -> tuple[tuple, tuple, tuple,
     try:
         argtypes = _numba.select_overload(launch.kernel, given)
         params = _numba.flatten_params(argtypes, launch.args, _view_fields)
+        for p in params:  # a dynamic scalar converts as a constant would (a float to an
+            if isinstance(p, ScalarSlot):  # int64 parameter: TypeError, as eager Numba's)
+                p.as_ctype(program.inputs[p.leaf].value)
     except (TypeError, ValueError, OverflowError) as exc:
         raise LoweringError(f"kernel {op.name} cannot be launched with arguments of types "
                             f"({', '.join(map(str, given))}): {exc}", where=op.location,

@@ -16,7 +16,14 @@ from .access import (
     infer_kernel_access,
     infer_param_access,
 )
-from .captured import GlobalRef, holds_arrays, same_binding, unknown_globals
+from .captured import (
+    GlobalRef,
+    compiled_in_values,
+    holds_arrays,
+    same_binding,
+    same_constant,
+    unknown_globals,
+)
 from .devicearrays import (
     allocation_refs,
     device_address,
@@ -82,6 +89,7 @@ __all__ = [
     "allocation_refs",
     "array_type",
     "baked_device_arrays",
+    "compiled_in_values",
     "compiled_kernel",
     "compiling",
     "cooperative_grid_limit",
@@ -113,6 +121,7 @@ __all__ = [
     "ptx_for",
     "run_simulated",
     "same_binding",
+    "same_constant",
     "scalar_type",
     "select_overload",
     "set_tracer",

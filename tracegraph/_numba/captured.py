@@ -2,11 +2,14 @@
 them by address, so they are memory the kernel can touch like its parameters."""
 from __future__ import annotations
 
+import enum
 import types
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from ..ir import same_binding  # noqa: F401 - re-exported for the _numba package
 from .kernels import is_device_function, kernel_py_func, referenced_names
@@ -201,3 +204,40 @@ def reach(kernel: Any) -> tuple[Found, Bindings]:
                 visit(function)
     visit(kernel)
     return tuple(found), tuple(bindings)
+
+
+# values Numba compiles into a kernel as constants when it compiles it
+_CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), np.generic, enum.Enum)
+
+
+def _is_constant(value: Any) -> bool:
+    if isinstance(value, tuple):
+        return all(_is_constant(v) for v in value)
+    return isinstance(value, _CONSTANT_TYPES)
+
+
+def compiled_in_values(kernel: Any) -> tuple[tuple[GlobalRef, Any], ...]:
+    """(GlobalRef, value) of each Python constant (a number, string, None, enum member,
+    NumPy scalar, or a tuple of these) a kernel and the device functions it names read
+    through a global, closure variable, parameter default or an attribute of one: Numba
+    compiles their values in at the kernel's first compile."""
+    out: list[tuple[GlobalRef, Any]] = []
+    seen: set[int] = set()
+
+    def visit(fn: Any) -> None:
+        func = fn if isinstance(fn, types.FunctionType) else kernel_py_func(fn)
+        if id(func) in seen or not isinstance(func, types.FunctionType):
+            return
+        seen.add(id(func))
+        for path, value in _named_values(func):
+            if _is_constant(value):
+                out.append((GlobalRef(weakref.ref(func), path), value))
+            for function in _functions_in(value):
+                visit(function)
+    visit(kernel)
+    return tuple(out)
+
+
+def same_constant(a: Any, b: Any) -> bool:
+    """The same constant to compile in (0.0 and -0.0, 1 and True are not; NaN is NaN)."""
+    return a is b or (type(a) is type(b) and repr(a) == repr(b))

@@ -68,6 +68,9 @@ class Tracer:
         # a global or closure variable kernels name -> (its GlobalRef, what it held, the
         # kernel, where first seen)
         self._bindings: dict[tuple, tuple[Any, Any, str, str]] = {}
+        # id(kernel) -> (the kernel, its name, its first launch, the Python constants its
+        # code names as they were then: check_bindings compares them with their last values)
+        self._compiled_in: dict[int, tuple[Any, str, str, tuple]] = {}
 
     def new_buffer(self, nbytes: int, kind: BufferKind, name: str = "", *,
                    input_index: int | None = None,
@@ -136,6 +139,9 @@ class Tracer:
             known = self._launches_seen[key] = _parameter_accesses(kernel, traced_args,
                                                                    name, where)
         param_accesses, found_globals, depends, cooperative = known
+        if id(kernel) not in self._compiled_in:
+            self._compiled_in[id(kernel)] = (kernel, name, where,
+                                             _numba.compiled_in_values(kernel))
         accesses = param_accesses + self._captured_accesses(found_globals, name, where)
         for ref, _ in depends:  # the device functions it calls through names, too
             self._check_still_bound(ref, ref.resolve(), name, where)
@@ -177,6 +183,18 @@ class Tracer:
         for ref, value, kernel, launched in self._bindings.values():
             if not _numba.same_binding(ref.resolve(), value):
                 raise _rebound(ref, kernel, where, f"after its launch at {launched}")
+        for _, kernel, launched, constants in self._compiled_in.values():
+            for ref, value in constants:
+                now = ref.resolve()
+                if not _numba.same_constant(now, value):
+                    raise TraceError(
+                        f"kernel {kernel} reads {ref.describe()}, which held {value!r} at "
+                        f"its first launch ({launched}) and holds {now!r} now: eager Numba "
+                        "compiles a kernel at its first launch, with the values it reads "
+                        "then; the graph's kernel would be compiled with the last ones",
+                        where=where,
+                        fix="pass the value to the kernel as an argument, or set it before "
+                            "the kernel's first launch and leave it")
 
     @property
     def bindings(self) -> tuple[tuple[Any, Any], ...]:
