@@ -99,3 +99,40 @@ def test_the_per_node_path_makes_one_struct_per_shared_arguments(monkeypatch):
     assert [s[3] for s in seen] == [(1, 8), (1, 8), (1, 8), (2, 8)]
     assert seen[0][1] == seen[2][1] != seen[1][1]  # one struct for the shared list
     assert {s[2] for s in seen} == {"fn-k"}
+
+
+def test_a_launch_with_more_parameters_than_the_batch_holds_goes_per_node(monkeypatch):
+    """add_kernel_nodes holds 64 parameters and 1 KiB of values a node: a build with a
+    bigger launch makes its nodes one call each (the C batch failed the whole build with a
+    ValueError before, on a GPU)."""
+    from tracegraph.backends.cuda import rawnodes
+    assert rawnodes.fits_batch(pack_values([1] * 64))
+    assert not rawnodes.fits_batch(pack_values([1] * 65))
+    monkeypatch.setattr(rawnodes, "function_of", lambda k: 1)
+    small = ((1, 1, 1), (8, 1, 1), 0, "k", [1, 2])
+    big = ((1, 1, 1), (8, 1, 1), 0, "k", [1] * 81)
+    assert rawnodes._specs([small, small]) is not None
+    assert rawnodes._specs([small, big]) is None
+
+
+@cuda.jit
+def _sum9(a0, a1, a2, a3, a4, a5, a6, a7, out):
+    """Nine 2-D arrays: 81 kernel parameters, more than the C batch holds."""
+    i, j = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        out[i, j] += (a0[i, j] + a1[i, j] + a2[i, j] + a3[i, j] + a4[i, j] + a5[i, j]
+                      + a6[i, j] + a7[i, j])
+
+
+def test_a_kernel_of_many_array_parameters_matches_eager(backend):
+    def step(arrays, out):
+        for _ in range(3):
+            _sum9[(2, 2), (4, 4)](*arrays, out)
+        return out
+
+    rng = np.random.default_rng(0)
+    host = [rng.standard_normal((8, 8)) for _ in range(8)]
+    want = step([cuda.to_device(a) for a in host], cuda.to_device(np.zeros((8, 8))))
+    got = tg.compile(step, backend=backend)([cuda.to_device(a) for a in host],
+                                            cuda.to_device(np.zeros((8, 8))))
+    np.testing.assert_allclose(got.copy_to_host(), want.copy_to_host())

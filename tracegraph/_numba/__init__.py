@@ -22,6 +22,7 @@ from .captured import (
     holds_arrays,
     same_binding,
     same_constant,
+    shown_constant,
     unknown_globals,
 )
 from .devicearrays import (
@@ -125,6 +126,7 @@ __all__ = [
     "scalar_type",
     "select_overload",
     "set_tracer",
+    "shown_constant",
     "simulated_device_array_host",
     "simulator_array",
     "simulator_kernel",

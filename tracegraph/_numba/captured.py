@@ -208,6 +208,7 @@ def reach(kernel: Any) -> tuple[Found, Bindings]:
 
 # values Numba compiles into a kernel as constants when it compiles it
 _CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), np.generic, enum.Enum)
+_ARRAY_CONTENTS_KEPT = 16 << 20  # bytes of a host array's contents kept to compare later
 
 
 def _is_constant(value: Any) -> bool:
@@ -216,11 +217,33 @@ def _is_constant(value: Any) -> bool:
     return isinstance(value, _CONSTANT_TYPES)
 
 
+class HostArrayConstant:
+    """A host NumPy array a kernel names (Numba compiles its contents in): the array, and
+    a copy of its contents where it is at most 16 MiB."""
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+        small = array.nbytes <= _ARRAY_CONTENTS_KEPT
+        self.contents = np.array(array, copy=True) if small else None
+
+    def same(self, now: Any) -> bool:
+        if now is not self.array:
+            return False
+        return self.contents is None or (now.dtype == self.contents.dtype and
+                                         now.shape == self.contents.shape and
+                                         np.array_equal(now, self.contents, equal_nan=True))
+
+    def __repr__(self) -> str:
+        shown = self.contents if self.contents is not None else self.array
+        return f"an array {np.array2string(shown, threshold=8)}"
+
+
 def compiled_in_values(kernel: Any) -> tuple[tuple[GlobalRef, Any], ...]:
     """(GlobalRef, value) of each Python constant (a number, string, None, enum member,
-    NumPy scalar, or a tuple of these) a kernel and the device functions it names read
-    through a global, closure variable, parameter default or an attribute of one: Numba
-    compiles their values in at the kernel's first compile."""
+    NumPy scalar, or a tuple of these) and host NumPy array (as a HostArrayConstant) that a
+    kernel and the device functions it names read through a global, closure variable,
+    parameter default or an attribute of one: Numba compiles their values in at the
+    kernel's first compile."""
     out: list[tuple[GlobalRef, Any]] = []
     seen: set[int] = set()
 
@@ -232,12 +255,23 @@ def compiled_in_values(kernel: Any) -> tuple[tuple[GlobalRef, Any], ...]:
         for path, value in _named_values(func):
             if _is_constant(value):
                 out.append((GlobalRef(weakref.ref(func), path), value))
+            elif isinstance(value, np.ndarray) and not is_device_array(value):
+                out.append((GlobalRef(weakref.ref(func), path), HostArrayConstant(value)))
             for function in _functions_in(value):
                 visit(function)
     visit(kernel)
     return tuple(out)
 
 
-def same_constant(a: Any, b: Any) -> bool:
-    """The same constant to compile in (0.0 and -0.0, 1 and True are not; NaN is NaN)."""
-    return a is b or (type(a) is type(b) and repr(a) == repr(b))
+def same_constant(now: Any, then: Any) -> bool:
+    """Does `now` compile in as `then` did (0.0 and -0.0, 1 and True differ; NaN is NaN;
+    an array must be the same one, with the same contents)?"""
+    if isinstance(then, HostArrayConstant):
+        return then.same(now)
+    return now is then or (type(now) is type(then) and repr(now) == repr(then))
+
+
+def shown_constant(value: Any) -> str:
+    return repr(value) if isinstance(value, HostArrayConstant) else \
+        (f"an array {np.array2string(value, threshold=8)}" if isinstance(value, np.ndarray)
+         else repr(value))

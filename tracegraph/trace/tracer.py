@@ -188,8 +188,9 @@ class Tracer:
                 now = ref.resolve()
                 if not _numba.same_constant(now, value):
                     raise TraceError(
-                        f"kernel {kernel} reads {ref.describe()}, which held {value!r} at "
-                        f"its first launch ({launched}) and holds {now!r} now: eager Numba "
+                        f"kernel {kernel} reads {ref.describe()}, which held "
+                        f"{_numba.shown_constant(value)} at its first launch ({launched}) "
+                        f"and holds {_numba.shown_constant(now)} now: eager Numba "
                         "compiles a kernel at its first launch, with the values it reads "
                         "then; the graph's kernel would be compiled with the last ones",
                         where=where,

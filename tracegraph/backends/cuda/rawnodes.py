@@ -126,18 +126,29 @@ def _specs(launches: Sequence[tuple]) -> list[tuple] | None:
     packed: dict[int, Any] = {}
     specs = []
     for grid, block, sharedmem, kernel, args in launches:
-        function = functions.get(id(kernel))
-        if function is None:
-            function = functions[id(kernel)] = int(function_of(kernel))
         values = packed.get(id(args), False)
         if values is False:
             values = packed[id(args)] = pack_values(args)
-        if values is None:
-            return None  # a value the packing does not know: the per-node path
+        if values is None or not fits_batch(values):
+            return None  # a value the packing does not know, or too many: per node
+        function = functions.get(id(kernel))
+        if function is None:
+            function = functions[id(kernel)] = int(function_of(kernel))
         gx, gy, gz = grid
         bx, by, bz = block
         specs.append((function, gx, gy, gz, bx, by, bz, sharedmem, *values))
     return specs
+
+
+# the room add_kernel_nodes has for one node's parameters (_graphlaunch.c): a kernel with
+# more (nine 2-D arrays are 81 parameters; CUDA allows 4 KiB and more) goes per node
+BATCH_MAX_PARAMETERS, BATCH_MAX_BYTES = 64, 1024
+
+
+def fits_batch(packed: tuple[bytes, tuple[int, ...]]) -> bool:
+    """Do pack_values' (values, offsets) fit add_kernel_nodes' room for one node?"""
+    values, offsets = packed
+    return len(offsets) <= BATCH_MAX_PARAMETERS and len(values) <= BATCH_MAX_BYTES
 
 
 # struct codes of the ctypes scalars a kernel parameter may be (their `_type_`)
