@@ -7,9 +7,7 @@ are not in it). Run it with the Python the GPU machines have (3.12) to compare p
 """
 from __future__ import annotations
 
-import functools
 import gc
-import importlib
 import os
 import statistics
 import sys
@@ -20,10 +18,12 @@ os.environ.setdefault("TRACEGRAPH_CUDA_PLATFORM", "fake")
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import tracegraph as tg  # noqa: E402
-import tracegraph._numba as tg_numba  # noqa: E402
-from benchmarks.w1_chain import axpb, make_chain  # noqa: E402
-from tracegraph.backends.cuda import fake  # noqa: E402
+from phase_timer import time_phases
+
+import tracegraph as tg
+import tracegraph._numba as tg_numba
+from benchmarks.w1_chain import axpb, make_chain
+from tracegraph.backends.cuda import fake
 
 PHASES: dict[str, list[float]] = {}
 
@@ -47,28 +47,10 @@ def _fake_platform_beside_real_numba() -> None:
     fake.FakePlatform.__init__ = init
 
 
-def _time_phases() -> None:
-    api = importlib.import_module("tracegraph.api")
-    build = importlib.import_module("tracegraph.backends.cuda.build")
-    for owner, name, label in ((api, "trace_function", "trace"), (api, "run_passes", "passes"),
-                               (api, "lower", "lower"), (build.GraphBuilder, "build", "build"),
-                               (build.GraphBuilder, "instantiate", "instantiate")):
-        def wrap(orig, label=label):
-            @functools.wraps(orig)
-            def timed(*a, **k):
-                t0 = time.perf_counter()
-                try:
-                    return orig(*a, **k)
-                finally:
-                    PHASES.setdefault(label, []).append((time.perf_counter() - t0) * 1e3)
-            return timed
-        setattr(owner, name, wrap(getattr(owner, name)))
-
-
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 15
     _fake_platform_beside_real_numba()
-    _time_phases()
+    time_phases(lambda label, ms: PHASES.setdefault(label, []).append(ms))
     x = StandIn()
     tg.compile(make_chain(axpb, 1000, 4, 256), backend="cuda").warmup(x)
     PHASES.clear()
@@ -80,6 +62,7 @@ def main() -> None:
         f.warmup(x)
         total.append((time.perf_counter() - t0) * 1e3)
     gc.enable()
+    PHASES.pop("executable", None)
     PHASES["build"] = [b - i for b, i in zip(PHASES["build"], PHASES["instantiate"])]
     print(f"python {sys.version.split()[0]}: first call without the launch, 1,000 launches, "
           f"median of {rounds}: {statistics.median(total):.2f} ms")

@@ -15,10 +15,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from numba import cuda  # noqa: E402
+from numba import cuda
 
-import tracegraph as tg  # noqa: E402
-from benchmarks.w1_chain import axpb, make_chain, x0  # noqa: E402
+import tracegraph as tg
+from benchmarks.w1_chain import axpb, make_chain, x0
 
 N, GRID, BLOCK, CALLS, FRESH = 100, 4, 256, 40, 15
 

@@ -7,9 +7,7 @@ interleaved, GC off as in benchmarks/run.py; each tracegraph call split into its
 """
 from __future__ import annotations
 
-import functools
 import gc
-import importlib
 import json
 import os
 import statistics
@@ -17,34 +15,15 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from numba import cuda  # noqa: E402
+from numba import cuda
+from phase_timer import time_phases
 
-import tracegraph as tg  # noqa: E402
-from benchmarks.w1_chain import axpb, make_chain, x0  # noqa: E402
+import tracegraph as tg
+from benchmarks.w1_chain import axpb, make_chain, x0
 
 N, SIZE, BLOCK, ROUNDS = 1000, 1024, 256, int(os.environ.get("ROUNDS", "15"))
 GRID = (SIZE + BLOCK - 1) // BLOCK
 PHASES: dict[str, float] = {}
-
-
-def _time_phases() -> None:
-    api = importlib.import_module("tracegraph.api")
-    build = importlib.import_module("tracegraph.backends.cuda.build")
-    executable = importlib.import_module("tracegraph.backends.cuda.executable")
-    for owner, name, label in ((api, "trace_function", "trace"), (api, "run_passes", "passes"),
-                               (api, "lower", "lower"), (build.GraphBuilder, "build", "build"),
-                               (build.GraphBuilder, "instantiate", "instantiate"),
-                               (executable.CudaExecutable, "__init__", "executable")):
-        def wrap(orig, label=label):
-            @functools.wraps(orig)
-            def timed(*a, **k):
-                t0 = time.perf_counter()
-                try:
-                    return orig(*a, **k)
-                finally:
-                    PHASES[label] = PHASES.get(label, 0.0) + (time.perf_counter() - t0) * 1e3
-            return timed
-        setattr(owner, name, wrap(getattr(owner, name)))
 
 
 def capture(x) -> float:
@@ -75,7 +54,7 @@ def traced(x, batch: bool) -> dict[str, float]:
 
 
 def main() -> None:
-    _time_phases()
+    time_phases(lambda label, ms: PHASES.__setitem__(label, PHASES.get(label, 0.0) + ms))
     x = cuda.to_device(x0(SIZE))
     make_chain(axpb, 1, GRID, BLOCK)(x)
     cuda.synchronize()

@@ -16,10 +16,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from numba import cuda  # noqa: E402
+from numba import cuda
+from phase_timer import time_phases
 
-import tracegraph as tg  # noqa: E402
-from benchmarks.w1_chain import axpb, make_chain, x0  # noqa: E402
+import tracegraph as tg
+from benchmarks.w1_chain import axpb, make_chain, x0
 
 N, SIZE, BLOCK = 1000, 1024, 256
 GRID = (SIZE + BLOCK - 1) // BLOCK
@@ -53,33 +54,8 @@ def capture_first_call(x) -> float:
 PHASES: dict[str, list[float]] = {}
 
 
-def _time_phases() -> None:
-    """Wrap the first call's phases (api's trace_function, run_passes and lower; the cuda
-    backend's node build, instantiate and executable) to time each."""
-    import functools
-    import importlib
-    api = importlib.import_module("tracegraph.api")
-    build = importlib.import_module("tracegraph.backends.cuda.build")
-    executable = importlib.import_module("tracegraph.backends.cuda.executable")
-    for owner, name, label in ((api, "trace_function", "trace"), (api, "run_passes", "passes"),
-                               (api, "lower", "lower"),
-                               (build.GraphBuilder, "build", "build + instantiate"),
-                               (build.GraphBuilder, "instantiate", "instantiate"),
-                               (executable.CudaExecutable, "__init__", "executable")):
-        def wrap(orig, label=label):
-            @functools.wraps(orig)
-            def timed(*a, **k):
-                t0 = time.perf_counter()
-                try:
-                    return orig(*a, **k)
-                finally:
-                    PHASES.setdefault(label, []).append((time.perf_counter() - t0) * 1e3)
-            return timed
-        setattr(owner, name, wrap(getattr(owner, name)))
-
-
 def main() -> None:
-    _time_phases()
+    time_phases(lambda label, ms: PHASES.setdefault(label, []).append(ms))
     x = cuda.to_device(x0(SIZE))
     make_chain(axpb, 1, GRID, BLOCK)(x)
     cuda.synchronize()
