@@ -16,15 +16,8 @@ from .access import (
     infer_kernel_access,
     infer_param_access,
 )
-from .captured import (
-    GlobalRef,
-    compiled_in_values,
-    holds_arrays,
-    same_binding,
-    same_constant,
-    shown_constant,
-    unknown_globals,
-)
+from .captured import GlobalRef, holds_arrays, same_binding, unknown_globals
+from .compiled_in import compiled_in_values, host_arrays, same_constant, shown_constant
 from .devicearrays import (
     allocation_refs,
     device_address,
@@ -105,6 +98,7 @@ __all__ = [
     "fix_eager_shared_arrays",
     "flatten_params",
     "holds_arrays",
+    "host_arrays",
     "in_host_callback",
     "infer_kernel_access",
     "infer_param_access",

@@ -2,16 +2,11 @@
 them by address, so they are memory the kernel can touch like its parameters."""
 from __future__ import annotations
 
-import dis
-import enum
-import functools
 import types
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from ..ir import same_binding  # noqa: F401 - re-exported for the _numba package
 from .kernels import is_device_function, kernel_py_func, referenced_names
@@ -206,130 +201,3 @@ def reach(kernel: Any) -> tuple[Found, Bindings]:
                 visit(function)
     visit(kernel)
     return tuple(found), tuple(bindings)
-
-
-# values Numba compiles into a kernel as constants when it compiles it
-_CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), np.generic, enum.Enum)
-_ARRAY_CONTENTS_KEPT = 16 << 20  # bytes of a host array's contents kept to compare later
-
-
-class HostArrayConstant:
-    """A host NumPy array a kernel names (Numba compiles its contents in): the array, and
-    a copy of its bytes where it is at most 16 MiB."""
-
-    def __init__(self, array: np.ndarray):
-        self.array = array
-        small = array.nbytes <= _ARRAY_CONTENTS_KEPT
-        self.contents = (array.dtype, array.shape, array.tobytes()) if small else None
-
-    def same(self, now: Any) -> bool:
-        # (bytes, not values: record and string dtypes too; -0.0 compiles in as itself)
-        return now is self.array and (self.contents is None or
-                                      (now.dtype, now.shape, now.tobytes()) == self.contents)
-
-    def __repr__(self) -> str:
-        shown = self.array
-        if self.contents is not None:  # (what it held then: the array may have changed)
-            dtype, shape, data = self.contents
-            shown = np.frombuffer(data, dtype).reshape(shape)
-        return f"an array {np.array2string(shown, threshold=8)}"
-
-
-class SameObject:
-    """A class or function a kernel names (`DT = np.float32`, a ufunc): compiled in by
-    what it is."""
-
-    def __init__(self, value: Any):
-        self.value = value
-
-    def same(self, now: Any) -> bool:
-        return now is self.value
-
-    def __repr__(self) -> str:
-        return repr(self.value)
-
-
-class TupleConstant:
-    """A tuple of constants, arrays or classes a kernel names, item by item."""
-
-    def __init__(self, value: tuple, items: tuple):
-        self.value, self.items = value, items
-
-    def same(self, now: Any) -> bool:
-        return (type(now) is type(self.value) and len(now) == len(self.items)
-                and all(same_constant(n, i) for n, i in zip(now, self.items)))
-
-    def __repr__(self) -> str:
-        return repr(tuple(self.items))
-
-
-_NOT_COMPILED_IN = object()
-
-
-def compiled_in(value: Any) -> Any:
-    """What Numba compiles in of a value a kernel names, to compare later: the value (a
-    number, string, None, enum member or NumPy scalar), a HostArrayConstant, SameObject or
-    TupleConstant; _NOT_COMPILED_IN for anything else."""
-    if isinstance(value, _CONSTANT_TYPES):
-        return value
-    if isinstance(value, tuple):
-        items = tuple(compiled_in(v) for v in value)
-        return _NOT_COMPILED_IN if any(i is _NOT_COMPILED_IN for i in items) \
-            else TupleConstant(value, items)
-    if isinstance(value, np.ndarray) and not is_device_array(value):
-        return HostArrayConstant(value)
-    if isinstance(value, (type, np.ufunc, types.BuiltinFunctionType)):
-        return SameObject(value)
-    return _NOT_COMPILED_IN
-
-
-def compiled_in_values(kernel: Any) -> tuple[tuple[GlobalRef, Any], ...]:
-    """(GlobalRef, compiled_in(value)) of each value Numba compiles into a kernel that it
-    and the device functions it names read through a global (loaded as one: not a name
-    the code only reads as an attribute), closure variable, parameter default or an
-    attribute of one: constants, host arrays, classes, tuples of these. Numba takes
-    their values at the kernel's compile for that specialization."""
-    out: list[tuple[GlobalRef, Any]] = []
-    seen: set[int] = set()
-
-    def visit(fn: Any) -> None:
-        func = fn if isinstance(fn, types.FunctionType) else kernel_py_func(fn)
-        if id(func) in seen or not isinstance(func, types.FunctionType):
-            return
-        seen.add(id(func))
-        loaded = loaded_globals(func.__code__)
-        for path, value in _named_values(func):
-            if path[0] not in ("<closure>", "<default>") and path[0] not in loaded:
-                continue  # (an attribute's name the code reads that a global also has)
-            snapshot = compiled_in(value)
-            if snapshot is not _NOT_COMPILED_IN:
-                out.append((GlobalRef(weakref.ref(func), path), snapshot))
-            for function in _functions_in(value):
-                visit(function)
-    visit(kernel)
-    return tuple(out)
-
-
-@functools.lru_cache(maxsize=1024)
-def loaded_globals(code: types.CodeType) -> frozenset[str]:
-    """The names a function's code (and the code nested in it) loads as globals."""
-    names = {i.argval for i in dis.get_instructions(code)
-             if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= loaded_globals(const)
-    return frozenset(names)
-
-
-def same_constant(now: Any, then: Any) -> bool:
-    """Does `now` compile in as `then` (a compiled_in snapshot) did? 0.0 and -0.0, 1 and
-    True differ; NaN is NaN."""
-    if isinstance(then, (HostArrayConstant, SameObject, TupleConstant)):
-        return then.same(now)
-    return now is then or (type(now) is type(then) and repr(now) == repr(then))
-
-
-def shown_constant(value: Any) -> str:
-    if isinstance(value, np.ndarray):
-        return f"an array {np.array2string(value, threshold=8)}"
-    return repr(value)

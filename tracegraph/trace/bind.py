@@ -77,6 +77,7 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     outputs, out_tree = _bind_outputs(tracer, result, inputs, device_mode, name, fn, stand_ins)
     inputs = _mark_written_and_write_back(tracer, inputs)
     _refuse_constants_after_host_writes(tracer, inputs, infos)
+    _refuse_compiled_in_after_host_writes(tracer, inputs, infos)
     ops = as_programs(tracer.ops, tuple(tracer.buffers), name)
     held = [b.external for b in tracer.buffers if b.kind == HOST_CONSTANT
             and isinstance(b.external, np.ndarray)]
@@ -284,6 +285,51 @@ def _refuse_constants_after_host_writes(tracer: Tracer, inputs: list[InputLeaf],
             where = constant_after_write(tracer.ops, tracer.buffers, inp.buffer, info.extent)
             if where is not None:
                 raise constant_after_write_error(inp.path, where)
+
+
+def _refuse_compiled_in_after_host_writes(tracer: Tracer, inputs: list[InputLeaf],
+                                          infos: list[arguments.ArrayInfo | None]) -> None:
+    """A host array a kernel compiles in (a global it reads) sharing memory with a NumPy
+    argument an earlier op wrote: eager Numba copied the argument back before that
+    kernel's first launch compiled (or, simulated, read) the array; the graph writes it
+    back only at its end."""
+    named = tracer.compiled_in.host_arrays()
+    for inp in inputs:
+        info = infos[inp.index]
+        if not (inp.written and inp.placement == arguments.HOST and info is not None):
+            continue
+        lo, hi = info.extent
+        reading = {id(op): (name, where) for op, name, where, arrays in named
+                   if any(_overlaps(a, lo, hi) for a in arrays)}
+        if not reading:
+            continue
+        written = False
+        for op in _in_order(tracer.ops):
+            if id(op) in reading and written:
+                name, where = reading[id(op)]
+                raise TraceError(f"kernel {name} reads, as a global, host memory that "
+                                 f"argument {inp.path} shares, after a kernel wrote "
+                                 f"{inp.path}: eager Numba copies {inp.path} back after that "
+                                 "launch, the graph only at its end", where=where,
+                                 fix=f"pass {inp.path} to the kernel as an argument, or a "
+                                     "device array")
+            if not (isinstance(op.data, Copy) and op.data.role == CopyRole.INPUT):
+                written = written or any(a.buffer == inp.buffer and a.writes and
+                                         a.stop > a.start for a in op.accesses)
+
+
+def _overlaps(array: Any, lo: int, hi: int) -> bool:
+    info = arguments.describe(array)
+    return info is not None and info.extent[0] < hi and lo < info.extent[1]
+
+
+def _in_order(ops: Any) -> Any:
+    """Ops in program order, those of control-flow bodies in their place."""
+    for op in ops:
+        yield op
+        if op.kind == OpKind.CONDITIONAL:
+            for body in op.conditional.bodies:  # ops while tracing, Programs after
+                yield from _in_order(getattr(body, "ops", body))
 
 
 def constant_after_write(ops: Any, buffers: Any, buffer: int,

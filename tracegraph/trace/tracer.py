@@ -36,6 +36,7 @@ from ..location import user_location
 from ..signature import arguments
 from ..traced import Array, DynamicScalar, tracer_of, view_of
 from .callees import untraced
+from .compiled_in import CompiledIn
 from .functions import (
     DECLARATIONS,
     MAX_BYTES,
@@ -68,10 +69,7 @@ class Tracer:
         # a global or closure variable kernels name -> (its GlobalRef, what it held, the
         # kernel, where first seen)
         self._bindings: dict[tuple, tuple[Any, Any, str, str]] = {}
-        # (id(kernel), its argument types) -> (the kernel, its name, the first launch of that
-        # specialization, what its code names that Numba compiles in, as it was then:
-        # check_bindings compares them with their last values)
-        self._compiled_in: dict[tuple, tuple[Any, str, str, tuple]] = {}
+        self.compiled_in = CompiledIn()  # what each specialization compiles in, then
 
     def new_buffer(self, nbytes: int, kind: BufferKind, name: str = "", *,
                    input_index: int | None = None,
@@ -140,16 +138,13 @@ class Tracer:
             known = self._launches_seen[key] = _parameter_accesses(kernel, traced_args,
                                                                    name, where)
         param_accesses, found_globals, depends, cooperative = known
-        specialization = (id(kernel), _argument_types(traced_args))
-        if specialization not in self._compiled_in:
-            self._compiled_in[specialization] = (kernel, name, where,
-                                                 _numba.compiled_in_values(kernel))
         accesses = param_accesses + self._captured_accesses(found_globals, name, where)
         for ref, _ in depends:  # the device functions it calls through names, too
             self._check_still_bound(ref, ref.resolve(), name, where)
         self.ops.append(Op(OpKind.KERNEL, name, accesses, where,
                            Launch(kernel, _dim3(griddim), _dim3(blockdim), int(sharedmem or 0),
                                   traced_args, cooperative, self.node_attributes)))
+        self.compiled_in.record(kernel, name, where, traced_args, self.ops[-1])
         if same is not None and not found_globals and not depends:
             self._same_launch[same] = (args, self.ops[-1])
 
@@ -185,19 +180,7 @@ class Tracer:
         for ref, value, kernel, launched in self._bindings.values():
             if not _numba.same_binding(ref.resolve(), value):
                 raise _rebound(ref, kernel, where, f"after its launch at {launched}")
-        for _, kernel, launched, constants in self._compiled_in.values():
-            for ref, value in constants:
-                now = ref.resolve()
-                if not _numba.same_constant(now, value):
-                    raise TraceError(
-                        f"kernel {kernel} reads {ref.describe()}, which held {value!r} "
-                        f"at its first launch with these argument types ({launched}) and "
-                        f"holds {_numba.shown_constant(now)} now: eager Numba compiles a "
-                        "kernel at its first launch, with the values it reads then; "
-                        "tracegraph compiles after the trace",
-                        where=where,
-                        fix="pass the value to the kernel as an argument, or set it before "
-                            "the kernel's first launch and leave it")
+        self.compiled_in.check(where)
 
     @property
     def bindings(self) -> tuple[tuple[Any, Any], ...]:
@@ -364,14 +347,6 @@ def _rebound(ref: Any, kernel: str, where: str, when: str) -> TraceError:
                       "kernel, so the graph cannot follow the rebinding", where=where,
                       fix="pass the arrays to the kernel as arguments instead of rebinding "
                           "a global or closure variable it names")
-
-
-def _argument_types(args: tuple) -> tuple:
-    """What Numba specializes a kernel on, or finer: views by dtype, rank, strides and
-    whether read-only; tuples item by item; other values by type."""
-    return tuple((a.dtype, len(a.shape), a.strides, a.readonly) if isinstance(a, View) else
-                 (type(a), _argument_types(a)) if isinstance(a, tuple) else
-                 a if isinstance(a, ScalarArg) else type(a) for a in args)
 
 
 # arguments whose object fixes what a launch records (immutable, or a traced array)
