@@ -23,23 +23,34 @@ _ARRAY_CONTENTS_KEPT = 16 << 20  # a host array's contents kept to compare, at m
 
 
 class HostArrayConstant:
-    """A host NumPy array: a copy of it up to 16 MiB, compared by bytes (record and string
-    dtypes too; -0.0 compiles in as itself; an object array by its items' identity), and
-    a bigger one by identity."""
+    """A host NumPy array: up to 16 MiB, its bytes (record and string dtypes too, without
+    their padding; -0.0 compiles in as itself; an object array by its items' identity) and
+    a copy to show; a bigger one by identity."""
 
     def __init__(self, array: np.ndarray):
         self.array = array
-        self.copy = array.copy() if array.nbytes <= _ARRAY_CONTENTS_KEPT else None
+        small = array.nbytes <= _ARRAY_CONTENTS_KEPT
+        self.copy = array.copy() if small else None
+        self.bytes = _value_bytes(array) if small else None
 
     def same(self, now: Any) -> bool:
         if self.copy is None:
             return now is self.array
         return (isinstance(now, np.ndarray) and now.dtype == self.copy.dtype
-                and now.shape == self.copy.shape and now.tobytes() == self.copy.tobytes())
+                and now.shape == self.copy.shape and _value_bytes(now) == self.bytes)
 
     def __repr__(self) -> str:
         shown = self.array if self.copy is None else self.copy
         return f"an array {np.array2string(shown, threshold=8)}"
+
+
+def _value_bytes(array: np.ndarray) -> bytes:
+    """An array's values as bytes; a record dtype's fields packed (a copy of a record
+    array leaves its padding bytes as they happen to be)."""
+    if array.dtype.names is not None:
+        from numpy.lib import recfunctions
+        array = recfunctions.repack_fields(array, align=False, recurse=True)
+    return array.tobytes()
 
 
 class SameObject:

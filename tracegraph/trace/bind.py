@@ -77,7 +77,7 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     outputs, out_tree = _bind_outputs(tracer, result, inputs, device_mode, name, fn, stand_ins)
     inputs = _mark_written_and_write_back(tracer, inputs)
     _refuse_constants_after_host_writes(tracer, inputs, infos)
-    _refuse_compiled_in_after_host_writes(tracer, inputs, infos)
+    _refuse_compiled_in_after_host_writes(tracer, inputs, infos, leaves)
     ops = as_programs(tracer.ops, tuple(tracer.buffers), name)
     held = [b.external for b in tracer.buffers if b.kind == HOST_CONSTANT
             and isinstance(b.external, np.ndarray)]
@@ -288,7 +288,8 @@ def _refuse_constants_after_host_writes(tracer: Tracer, inputs: list[InputLeaf],
 
 
 def _refuse_compiled_in_after_host_writes(tracer: Tracer, inputs: list[InputLeaf],
-                                          infos: list[arguments.ArrayInfo | None]) -> None:
+                                          infos: list[arguments.ArrayInfo | None],
+                                          leaves: list[Any]) -> None:
     """A host array a kernel compiles in (a global it reads) sharing memory with a NumPy
     argument an earlier op wrote: eager Numba copied the argument back before that
     kernel's first launch compiled (or, simulated, read) the array; the graph writes it
@@ -298,9 +299,9 @@ def _refuse_compiled_in_after_host_writes(tracer: Tracer, inputs: list[InputLeaf
         info = infos[inp.index]
         if not (inp.written and inp.placement == arguments.HOST and info is not None):
             continue
-        lo, hi = info.extent
+        argument = leaves[inp.index]
         reading = {id(op): (name, where) for op, name, where, arrays in named
-                   if any(_overlaps(a, lo, hi) for a in arrays)}
+                   if any(_shares_bytes(a, argument) for a in arrays)}
         if not reading:
             continue
         written = False
@@ -318,9 +319,15 @@ def _refuse_compiled_in_after_host_writes(tracer: Tracer, inputs: list[InputLeaf
                                          a.stop > a.start for a in op.accesses)
 
 
-def _overlaps(array: Any, lo: int, hi: int) -> bool:
-    info = arguments.describe(array)
-    return info is not None and info.extent[0] < hi and lo < info.extent[1]
+def _shares_bytes(array: np.ndarray, argument: Any) -> bool:
+    """Do two host arrays share a byte (where that is too costly to tell: taken as yes)?"""
+    try:
+        return bool(np.shares_memory(array, argument,
+                                     max_work=1 << 20))  # type: ignore[arg-type]
+    except np.exceptions.TooHardError:
+        return True
+    except TypeError:  # not an array NumPy reads
+        return False
 
 
 def _in_order(ops: Any) -> Any:
