@@ -18,12 +18,16 @@ from numba.core import types as numba_types
 from .captured import GlobalRef, _functions_in, _named_values, is_device_array
 from .kernels import kernel_py_func
 
-_CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), np.generic, enum.Enum)
-_ARRAY_CONTENTS_KEPT = 16 << 20  # a host array's contents kept to compare, at most
+_CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), slice, np.generic,
+                   enum.Enum)
+# a host array's contents kept to compare, at most: each kernel specialization reading it
+# compares it again (200 kernels over one 8 MiB table took 1.5 s with 16 MiB; a GPU
+# compile of a kernel holding such a table costs more than that anyway)
+_ARRAY_CONTENTS_KEPT = 1 << 20
 
 
 class HostArrayConstant:
-    """A host NumPy array: up to 16 MiB, its bytes (record and string dtypes too, without
+    """A host NumPy array: up to 1 MiB, its bytes (record and string dtypes too, without
     their padding; -0.0 compiles in as itself; an object array by its items' identity) and
     a copy to show; a bigger one by identity."""
 
@@ -31,13 +35,21 @@ class HostArrayConstant:
         self.array = array
         small = array.nbytes <= _ARRAY_CONTENTS_KEPT
         self.copy = array.copy() if small else None
-        self.bytes = _value_bytes(array) if small else None
+        self.bytes = _value_bytes(array) if small and array.dtype.names is not None else None
 
     def same(self, now: Any) -> bool:
         if self.copy is None:
             return now is self.array
-        return (isinstance(now, np.ndarray) and now.dtype == self.copy.dtype
-                and now.shape == self.copy.shape and _value_bytes(now) == self.bytes)
+        if not (isinstance(now, np.ndarray) and now.dtype == self.copy.dtype
+                and now.shape == self.copy.shape):
+            return False
+        if self.bytes is not None:  # a record dtype: its fields packed
+            return _value_bytes(now) == self.bytes
+        try:  # (as bytes, vectorized)
+            return bool(np.array_equal(np.ascontiguousarray(now).view(np.uint8),
+                                       self.copy.view(np.uint8)))
+        except (TypeError, ValueError):  # object arrays: their items' identity
+            return now.tobytes() == self.copy.tobytes()
 
     def __repr__(self) -> str:
         shown = self.array if self.copy is None else self.copy
@@ -91,18 +103,25 @@ _SNAPSHOTS = (HostArrayConstant, SameObject, TupleConstant)
 _NOT_COMPILED_IN = object()
 
 
-def compiled_in(value: Any) -> Any:
+def compiled_in(value: Any, arrays: dict[int, HostArrayConstant] | None = None) -> Any:
     """A snapshot of what Numba compiles in of a value, to compare later (the value itself
-    for a number, string, None, enum member or NumPy scalar); _NOT_COMPILED_IN for what
-    it does not compile in (device arrays, functions, modules, other objects)."""
+    for a number, string, None, enum member, slice or NumPy scalar); _NOT_COMPILED_IN for
+    what it does not compile in (device arrays, functions, modules, other objects).
+    `arrays`: the snapshots of host arrays taken before, by id, reused while the array
+    still holds what they hold (many kernels reading one table keep one copy)."""
     if isinstance(value, _CONSTANT_TYPES):
         return value
     if isinstance(value, tuple):
-        items = tuple(compiled_in(v) for v in value)
+        items = tuple(compiled_in(v, arrays) for v in value)
         return _NOT_COMPILED_IN if any(i is _NOT_COMPILED_IN for i in items) \
             else TupleConstant(value, items)
     if isinstance(value, np.ndarray) and not is_device_array(value):
-        return HostArrayConstant(value)
+        if arrays is None:
+            return HostArrayConstant(value)
+        taken = arrays.get(id(value))
+        if taken is None or taken.array is not value or not taken.same(value):
+            taken = arrays[id(value)] = HostArrayConstant(value)
+        return taken
     if isinstance(value, (numba_types.Type, np.dtype)):
         return EqualValue(value)
     if isinstance(value, (type, np.ufunc, types.BuiltinFunctionType)):
@@ -110,7 +129,8 @@ def compiled_in(value: Any) -> Any:
     return _NOT_COMPILED_IN
 
 
-def compiled_in_values(kernel: Any) -> tuple[tuple[GlobalRef, Any], ...]:
+def compiled_in_values(kernel: Any, arrays: dict[int, HostArrayConstant] | None = None
+                       ) -> tuple[tuple[GlobalRef, Any], ...]:
     """(GlobalRef, compiled_in snapshot) of each value Numba compiles into a kernel that
     it, and the device functions it names, read by a name path the code loads: a global
     (`S`, `cfg.SCALE`: not a name the code reads only as an attribute of something else), a
@@ -123,11 +143,14 @@ def compiled_in_values(kernel: Any) -> tuple[tuple[GlobalRef, Any], ...]:
         if id(func) in seen or not isinstance(func, types.FunctionType):
             return
         seen.add(id(func))
-        read = loaded_paths(func.__code__)
+        read, escaped = loaded_paths(func.__code__)
+        names = func.__code__.co_names
         for path, value in _named_values(func):
-            if path not in read:
+            root = path[:2] if path[0] in ("<closure>", "<default>") else path[:1]
+            if path not in read and not (root in escaped and
+                                         all(a in names for a in path[len(root):])):
                 continue
-            snapshot = compiled_in(value)
+            snapshot = compiled_in(value, arrays)
             if snapshot is not _NOT_COMPILED_IN:
                 out.append((GlobalRef(weakref.ref(func), path), snapshot))
             for function in _functions_in(value):
@@ -137,32 +160,43 @@ def compiled_in_values(kernel: Any) -> tuple[tuple[GlobalRef, Any], ...]:
 
 
 @functools.lru_cache(maxsize=1024)
-def loaded_paths(code: types.CodeType) -> frozenset[tuple[str, ...]]:
-    """The name paths a function's code (and the code nested in it) reads, in GlobalRef's
-    form: a global and the attributes read on it in a row (`cfg.sub.X`: ("cfg",),
-    ("cfg", "sub"), ("cfg", "sub", "X")), the same from a closure variable
-    ("<closure>", name, ...) and from a parameter ("<default>", name, ...)."""
+def loaded_paths(code: types.CodeType) -> tuple[frozenset[tuple[str, ...]],
+                                                frozenset[tuple[str, ...]]]:
+    """(the name paths a function's code, and the code nested in it, reads, the roots it
+    uses otherwise), in GlobalRef's form. Read: a global and the attributes read on it in a
+    row (`cfg.sub.X`: ("cfg",), ("cfg", "sub"), ("cfg", "sub", "X")), the same from a
+    closure variable ("<closure>", name, ...) and from a parameter ("<default>", name,
+    ...). Used otherwise: a global, closure variable or parameter stored to a local, passed
+    or returned (`c = cfg; c.S`): any attribute the code names may be read on it."""
     paths: set[tuple[str, ...]] = set()
+    escaped: set[tuple[str, ...]] = set()
     chain: tuple[str, ...] | None = None
     for ins in dis.get_instructions(code):
+        if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and chain is not None:
+            chain = (*chain, ins.argval)
+            paths.add(chain)
+            continue
+        if chain is not None and len(chain) == (2 if chain[0].startswith("<") else 1) and \
+                ins.opname not in ("CACHE", "EXTENDED_ARG", "PRECALL", "NOP"):
+            escaped.add(chain)  # the root itself went somewhere other than an attribute
         if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
             chain = (ins.argval,)
         elif ins.opname in ("LOAD_DEREF", "LOAD_CLOSURE"):
             chain = ("<closure>", ins.argval)
         elif ins.opname in ("LOAD_FAST", "LOAD_FAST_CHECK"):
             chain = ("<default>", ins.argval)
-        elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and chain is not None:
-            chain = (*chain, ins.argval)
-        elif ins.opname not in ("CACHE", "EXTENDED_ARG", "PRECALL", "NOP"):
-            chain = None
+        elif ins.opname in ("CACHE", "EXTENDED_ARG", "PRECALL", "NOP"):
             continue
         else:
+            chain = None
             continue
         paths.add(chain)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            paths |= loaded_paths(const)
-    return frozenset(paths)
+            nested, nested_escaped = loaded_paths(const)
+            paths |= nested
+            escaped |= nested_escaped
+    return frozenset(paths), frozenset(escaped)
 
 
 def same_constant(now: Any, then: Any) -> bool:

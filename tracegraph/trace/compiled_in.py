@@ -11,12 +11,22 @@ from ..errors import TraceError
 from ..ir import Op, ScalarArg, View
 
 
-def argument_types(args: tuple) -> tuple:
-    """What Numba specializes a kernel on, or finer: views by dtype, rank, strides and
-    whether read-only; tuples item by item; other values by type."""
-    return tuple((a.dtype, len(a.shape), a.strides, a.readonly) if isinstance(a, View) else
-                 (type(a), argument_types(a)) if isinstance(a, tuple) else
-                 a if isinstance(a, ScalarArg) else type(a) for a in args)
+def argument_types(traced: tuple, given: tuple) -> tuple:
+    """What Numba specializes a kernel on: views by dtype, rank, layout and whether
+    read-only; scalars by Numba's type (a dynamic one by its value's: `1.5` given either
+    way is one float64); tuples item by item. (Finer keys would refuse a value overridden
+    and restored between two launches of one specialization.)"""
+    out: list[Any] = []
+    for a, g in zip(traced, given):
+        if isinstance(a, View):
+            out.append((a.dtype, len(a.shape), _numba.layout_of(a.shape, a.strides, a.itemsize),
+                        a.readonly))
+        elif isinstance(a, tuple):
+            out.append((type(a), argument_types(a, g if isinstance(g, tuple) else a)))
+        else:
+            value = g.value if isinstance(a, ScalarArg) and hasattr(g, "value") else a
+            out.append(_numba.scalar_type(value) or type(value))
+    return tuple(out)
 
 
 class CompiledIn:
@@ -25,12 +35,14 @@ class CompiledIn:
 
     def __init__(self) -> None:
         self._first: dict[tuple, tuple[Any, str, str, Op, tuple]] = {}
+        self._arrays: dict[int, Any] = {}  # host arrays' snapshots, shared while they hold
 
-    def record(self, kernel: Any, name: str, where: str, traced_args: tuple, op: Op) -> None:
-        specialization = (id(kernel), argument_types(traced_args))
+    def record(self, kernel: Any, name: str, where: str, traced_args: tuple, given: tuple,
+               op: Op) -> None:
+        specialization = (id(kernel), argument_types(traced_args, given))
         if specialization not in self._first:
             self._first[specialization] = (kernel, name, where, op,
-                                           _numba.compiled_in_values(kernel))
+                                           _numba.compiled_in_values(kernel, self._arrays))
 
     def check(self, where: str) -> None:
         """After the function returned: each value still compiles in as it did."""

@@ -144,7 +144,7 @@ class Tracer:
         self.ops.append(Op(OpKind.KERNEL, name, accesses, where,
                            Launch(kernel, _dim3(griddim), _dim3(blockdim), int(sharedmem or 0),
                                   traced_args, cooperative, self.node_attributes)))
-        self.compiled_in.record(kernel, name, where, traced_args, self.ops[-1])
+        self.compiled_in.record(kernel, name, where, traced_args, args, self.ops[-1])
         if same is not None and not found_globals and not depends:
             self._same_launch[same] = (args, self.ops[-1])
 
