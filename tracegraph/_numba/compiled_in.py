@@ -2,7 +2,7 @@
 arrays, classes and Numba types its code (and its device functions') reads through a
 global, a closure variable, a parameter default or an attribute of one. A trace records
 them at each kernel specialization's first launch, and refuses a graph whose kernels would
-be compiled, after the trace, with other values (trace/tracer.py, check_bindings)."""
+be compiled, after the trace, with other values (trace/compiled_in.py)."""
 from __future__ import annotations
 
 import dis
