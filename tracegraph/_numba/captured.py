@@ -136,11 +136,13 @@ def _functions_in(value: Any) -> list[Any]:
     return [func, *overloads_of(func)] if func is not None else []
 
 
-def _named_values(func: Any) -> list[tuple[tuple[str, ...], Any]]:
+def _named_values(func: Any, more_names: frozenset[str] = frozenset()
+                  ) -> list[tuple[tuple[str, ...], Any]]:
     """(path, value) of what a function's code can name: its globals, closure variables and
-    parameters' defaults, and their attributes the code names, to any depth."""
+    parameters' defaults, and their attributes the code (or `more_names`) names, to any
+    depth."""
     code = func.__code__
-    names = referenced_names(code)
+    names = referenced_names(code) | more_names
     named: list[tuple[tuple[str, ...], Any]] = [
         ((name,), func.__globals__[name]) for name in names if name in func.__globals__]
     for name, cell in zip(code.co_freevars, func.__closure__ or ()):

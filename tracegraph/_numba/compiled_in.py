@@ -16,7 +16,7 @@ import numpy as np
 from numba.core import types as numba_types
 
 from .captured import GlobalRef, _functions_in, _named_values, is_device_array
-from .kernels import kernel_py_func
+from .kernels import kernel_py_func, referenced_names
 
 _CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), slice, np.generic,
                    enum.Enum)
@@ -134,40 +134,44 @@ def compiled_in_values(kernel: Any, arrays: dict[int, HostArrayConstant] | None 
     """(GlobalRef, compiled_in snapshot) of each value Numba compiles into a kernel that
     it, and the device functions it names, read by a name path the code loads: a global
     (`S`, `cfg.SCALE`: not a name the code reads only as an attribute of something else), a
-    closure variable or a parameter's default, and the attributes read on it."""
-    out: list[tuple[GlobalRef, Any]] = []
+    closure variable or a parameter's default, and the attributes read on it; where such a
+    path is stored, passed or indexed (`c = cfg.sub`, `dev(cfg)`), any attribute named in
+    the kernel's or its device functions' code (nested functions' too) below it."""
+    functions: list[types.FunctionType] = []
     seen: set[int] = set()
 
-    def visit(fn: Any) -> None:
+    def reach(fn: Any) -> None:
         func = fn if isinstance(fn, types.FunctionType) else kernel_py_func(fn)
         if id(func) in seen or not isinstance(func, types.FunctionType):
             return
         seen.add(id(func))
-        read, escaped = loaded_paths(func.__code__)
-        names = func.__code__.co_names
-        for path, value in _named_values(func):
-            root = path[:2] if path[0] in ("<closure>", "<default>") else path[:1]
-            if path not in read and not (root in escaped and
-                                         all(a in names for a in path[len(root):])):
-                continue
-            snapshot = compiled_in(value, arrays)
-            if snapshot is not _NOT_COMPILED_IN:
-                out.append((GlobalRef(weakref.ref(func), path), snapshot))
+        functions.append(func)
+        for _, value in _named_values(func):
             for function in _functions_in(value):
-                visit(function)
-    visit(kernel)
+                reach(function)
+    reach(kernel)
+    names = frozenset().union(*(referenced_names(f.__code__) for f in functions))
+    out: list[tuple[GlobalRef, Any]] = []
+    for func in functions:
+        read, escaped = loaded_paths(func.__code__)
+        for path, value in _named_values(func, names):
+            if path in read or any(path[:k] in escaped and all(a in names for a in path[k:])
+                                   for k in range(1, len(path) + 1)):
+                snapshot = compiled_in(value, arrays)
+                if snapshot is not _NOT_COMPILED_IN:
+                    out.append((GlobalRef(weakref.ref(func), path), snapshot))
     return tuple(out)
 
 
 @functools.lru_cache(maxsize=1024)
 def loaded_paths(code: types.CodeType) -> tuple[frozenset[tuple[str, ...]],
                                                 frozenset[tuple[str, ...]]]:
-    """(the name paths a function's code, and the code nested in it, reads, the roots it
+    """(the name paths a function's code, and the code nested in it, reads, the paths it
     uses otherwise), in GlobalRef's form. Read: a global and the attributes read on it in a
     row (`cfg.sub.X`: ("cfg",), ("cfg", "sub"), ("cfg", "sub", "X")), the same from a
     closure variable ("<closure>", name, ...) and from a parameter ("<default>", name,
-    ...). Used otherwise: a global, closure variable or parameter stored to a local, passed
-    or returned (`c = cfg; c.S`): any attribute the code names may be read on it."""
+    ...). Used otherwise: such a path stored to a local, passed, indexed or returned
+    (`c = cfg.sub; c.X`, `dev(cfg)`): any attribute named may be read below it."""
     paths: set[tuple[str, ...]] = set()
     escaped: set[tuple[str, ...]] = set()
     chain: tuple[str, ...] | None = None
@@ -176,9 +180,9 @@ def loaded_paths(code: types.CodeType) -> tuple[frozenset[tuple[str, ...]],
             chain = (*chain, ins.argval)
             paths.add(chain)
             continue
-        if chain is not None and len(chain) == (2 if chain[0].startswith("<") else 1) and \
-                ins.opname not in ("CACHE", "EXTENDED_ARG", "PRECALL", "NOP"):
-            escaped.add(chain)  # the root itself went somewhere other than an attribute
+        if chain is not None and ins.opname not in ("CACHE", "EXTENDED_ARG", "PRECALL",
+                                                    "NOP"):
+            escaped.add(chain)  # the path went somewhere other than an attribute read
         if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
             chain = (ins.argval,)
         elif ins.opname in ("LOAD_DEREF", "LOAD_CLOSURE"):
