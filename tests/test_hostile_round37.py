@@ -32,28 +32,13 @@ OLDER GAPS (silent wrong answers, the same at f2861f4), of the family the check 
 """
 from __future__ import annotations
 
-import copy
-
 import numpy as np
+from eager_reference import eager_or_refused
 from numba import cuda
 
 import tracegraph as tg
 
 N = 8
-
-
-def _eager_or_refused(fn, backend, reset, *args):
-    """The graph's result equals the eager one, or the trace is a TraceError; `reset`
-    puts back the state the function changes before each run (the eager run changes it
-    too, so without it the trace would start from the changed state)."""
-    reset()
-    want = fn(*copy.deepcopy(args))
-    reset()
-    try:
-        got = tg.compile(fn, backend=backend)(*copy.deepcopy(args))
-    except tg.TraceError:
-        return
-    np.testing.assert_array_equal(np.asarray(got), want)
 
 
 # -- 1. a global record array ------------------------------------------------------------
@@ -172,7 +157,7 @@ def test_a_host_array_in_a_global_tuple_written_after_the_launch_is_refused(back
     """Eager: 0, 2, 4, ... (compiled at the launch); the graph: 200 everywhere."""
     LUT[:] = np.arange(N)
     try:
-        _eager_or_refused(_writes_the_tuples_array_after_the_launch, backend,
+        eager_or_refused(_writes_the_tuples_array_after_the_launch, backend,
                           lambda: LUT.__setitem__(slice(None), np.arange(N)), np.zeros(N))
     finally:
         LUT[:] = np.arange(N)
@@ -184,7 +169,7 @@ def test_a_global_tuple_holding_an_array_rebound_after_the_launch_is_refused(bac
     TABLES = (LUT, 2.0)
     LUT[:] = np.arange(N)
     try:
-        _eager_or_refused(_rebinds_the_tuple_after_the_launch, backend,
+        eager_or_refused(_rebinds_the_tuple_after_the_launch, backend,
                           lambda: globals().__setitem__("TABLES", (LUT, 2.0)), np.zeros(N))
     finally:
         TABLES = (LUT, 2.0)
@@ -214,7 +199,7 @@ def test_a_global_numpy_type_rebound_after_the_launch_is_refused(backend):
     global DT
     DT = np.float32
     try:
-        _eager_or_refused(_rebinds_the_dtype_after_the_launch, backend,
+        eager_or_refused(_rebinds_the_dtype_after_the_launch, backend,
                           lambda: globals().__setitem__("DT", np.float32), np.zeros(N))
     finally:
         DT = np.float32
@@ -246,7 +231,7 @@ def test_a_specialization_first_launched_under_an_override_keeps_the_override(ba
     global OFFSET
     OFFSET = 2.0
     try:
-        _eager_or_refused(_overrides_for_the_float32_launch, backend,
+        eager_or_refused(_overrides_for_the_float32_launch, backend,
                           lambda: globals().__setitem__("OFFSET", 2.0),
                           np.zeros(N), np.zeros(N, np.float32))
     finally:

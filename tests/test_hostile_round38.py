@@ -42,30 +42,17 @@ OLDER GAPS (silent wrong answers, the same at f2861f4), of the family the check 
 """
 from __future__ import annotations
 
-import copy
 import types
 
 import numba
 import numpy as np
 import pytest
+from eager_reference import eager_or_refused
 from numba import cuda
 
 import tracegraph as tg
 
 N = 8
-
-
-def _eager_or_refused(fn, backend, reset, *args):
-    """The graph's result equals the eager one, or the trace is a TraceError; `reset`
-    puts back the state the function changes before each run."""
-    reset()
-    want = fn(*copy.deepcopy(args))
-    reset()
-    try:
-        got = tg.compile(fn, backend=backend)(*copy.deepcopy(args))
-    except tg.TraceError:
-        return
-    np.testing.assert_array_equal(np.asarray(got), want)
 
 
 # -- 1. an attribute of a named module sharing its name with one the kernel reads ------------
@@ -216,7 +203,7 @@ def test_a_global_numba_type_rebound_after_the_launch_is_refused(backend):
     """Eager: float32's 1/3 (0.3333333432674408); the graph: float64's."""
     global REAL
     try:
-        _eager_or_refused(_rebinds_real_after_the_launch, backend,
+        eager_or_refused(_rebinds_real_after_the_launch, backend,
                           lambda: globals().__setitem__("REAL", numba.float32), np.zeros(N))
     finally:
         REAL = numba.float32
@@ -248,7 +235,7 @@ def test_a_global_numpy_dtype_rebound_after_the_launch_is_refused(backend):
     """Eager: float32's 1/3; the graph: float64's."""
     global DTYPE
     try:
-        _eager_or_refused(_rebinds_dtype_after_the_launch, backend,
+        eager_or_refused(_rebinds_dtype_after_the_launch, backend,
                           lambda: globals().__setitem__("DTYPE", np.dtype(np.float32)),
                           np.zeros(N))
     finally:

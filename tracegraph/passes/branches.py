@@ -1,8 +1,7 @@
 """Fork and join points, and lanes for display."""
 from __future__ import annotations
 
-from ..ir import Program
-from ..ir.program import with_node_data_copied
+from ..ir import Program, copy_graph
 
 
 def find_lanes(program: Program) -> Program:
@@ -13,7 +12,7 @@ def find_lanes(program: Program) -> Program:
     starts new ones), `fork` (more than one successor) and `join` (more than one
     predecessor); graph attributes `lanes` (count), `forks` and `joins` (node lists).
     """
-    g = with_node_data_copied(program.graph)
+    g = copy_graph(program.graph, share_edges=True)
     # networkx's adjacency and node-data dicts, read directly: the views cost about 3 us
     # a node, a third of a 1,000-launch compile's passes
     pred, succ, data = g._pred, g._succ, g._node

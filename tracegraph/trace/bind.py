@@ -304,8 +304,7 @@ def _refuse_compiled_in_after_host_writes(tracer: Tracer, inputs: list[InputLeaf
                    if any(_shares_bytes(a, argument) for a in arrays)}
         if not reading:
             continue
-        written = False
-        for op in _in_order(tracer.ops):
+        for op, written in _after_writes(tracer.ops, inp.buffer):
             if id(op) in reading and written:
                 name, where = reading[id(op)]
                 raise TraceError(f"kernel {name} reads, as a global, host memory that "
@@ -314,9 +313,6 @@ def _refuse_compiled_in_after_host_writes(tracer: Tracer, inputs: list[InputLeaf
                                  "launch, the graph only at its end", where=where,
                                  fix=f"pass {inp.path} to the kernel as an argument, or a "
                                      "device array")
-            if not (isinstance(op.data, Copy) and op.data.role == CopyRole.INPUT):
-                written = written or any(a.buffer == inp.buffer and a.writes and
-                                         a.stop > a.start for a in op.accesses)
 
 
 def _shares_bytes(array: np.ndarray, argument: Any) -> bool:
@@ -330,8 +326,18 @@ def _shares_bytes(array: np.ndarray, argument: Any) -> bool:
         return False
 
 
+def _after_writes(ops: Any, buffer: int) -> Any:
+    """(op, whether an op before it wrote `buffer`) in program order, the ops of
+    control-flow bodies in their place; the input copies that fill it do not count."""
+    written = False
+    for op in _in_order(ops):
+        yield op, written
+        if not (isinstance(op.data, Copy) and op.data.role == CopyRole.INPUT):
+            written = written or any(a.buffer == buffer and a.writes and a.stop > a.start
+                                     for a in op.accesses)
+
+
 def _in_order(ops: Any) -> Any:
-    """Ops in program order, those of control-flow bodies in their place."""
     for op in ops:
         yield op
         if op.kind == OpKind.CONDITIONAL:
@@ -343,17 +349,13 @@ def constant_after_write(ops: Any, buffers: Any, buffer: int,
                          extent: tuple[int, int]) -> str | None:
     """Where a host array overlapping host memory `extent` is copied in (a HOST_CONSTANT
     copy) after an op wrote input `buffer`; None where none is."""
-    written = False
-    for op in ops:
+    for op, written in _after_writes(ops, buffer):
         data = op.data
-        if isinstance(data, Copy) and data.role == CopyRole.CONSTANT:
+        if written and isinstance(data, Copy) and data.role == CopyRole.CONSTANT:
             held = arguments.describe(buffers[data.src.buffer].external)
-            if written and held is not None and held.extent[0] < extent[1] and \
+            if held is not None and held.extent[0] < extent[1] and \
                     extent[0] < held.extent[1]:
                 return op.location
-        elif not (isinstance(data, Copy) and data.role == CopyRole.INPUT):
-            written = written or any(a.buffer == buffer and a.writes and a.stop > a.start
-                                     for a in op.accesses)
     return None
 
 
