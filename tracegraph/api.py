@@ -14,6 +14,7 @@ from . import _numba, backends, config, dynamic
 from .backends import MISS
 from .cache import CacheInfo, Compiled, GraphCache
 from .collector import collection_paused
+from .contract import Contract, check_same
 from .errors import SignatureError, TraceError
 from .ir import Program
 from .lower import Plan, lower
@@ -31,11 +32,11 @@ from .signature import (
     static_key,
 )
 from .trace import aliased_inputs, trace_function, user_location
-from .trace import stale as staleness
 
 log = logging.getLogger("tracegraph.api")
 
 MANY_GRAPHS = 16  # warn once a function has compiled this many graphs (none dynamic)
+RETRACES = 8  # traces for a changed checked name before a warning says what to do
 LENGTH = "<length>"  # the hidden last leaf of a dynamic call: its true length
 
 
@@ -46,7 +47,8 @@ class CompiledFunction:
     def __init__(self, fn: Callable, backend: str = "auto", *,
                  dynamic: dict[str, Any] | None = None, buckets: Any = None,
                  max_size: int | None = None, pad: Any = 0, grow: bool = False,
-                 max_graphs: int | None = None):
+                 max_graphs: int | None = None, key: Callable[[], Any] | None = None,
+                 verify: bool | int | None = None):
         if backend not in backends.BACKENDS:
             raise TraceError(f"unknown backend {backend!r}", where=user_location(3),
                              fix=f"use one of {backends.BACKENDS}")
@@ -66,13 +68,22 @@ class CompiledFunction:
         self._written: set[int] = set()  # leaves some compiled graph writes (dynamic calls)
         self._arenas: dict[int | None, Any] = {}  # per device: the memory its graphs share
         self._hot: Any = None  # the executable the last plain call ran (replay_same)
-        self._retraces = 0  # traces because a captured array's name found another
+        self._retraces = 0  # traces because a checked name or key() changed
+        self._compiles = 0
+        self._verify = _verify_every(verify)
+        self._calls_seen = 0  # calls since the last verify= trace
         self._hits = self._cache.stats.hits
         functools.update_wrapper(self, fn)
         if not hasattr(self, "__qualname__"):  # a callable object or a partial
             self.__qualname__ = getattr(fn, "__name__", type(fn).__name__)
         scalars = frozenset() if dynamic_spec is None else dynamic_spec.scalars | {LENGTH}
         self._calls = CallAnalyzer(fn, self.__qualname__, scalars)
+        if key is not None and not callable(key):
+            raise TraceError(f"key= of {self.__qualname__} is a {type(key).__name__}, not a "
+                             "callable", where=user_location(3),
+                             fix="pass a function returning the state, e.g. "
+                                 "key=lambda: (cfg.lr, model.version)")
+        self._contract = Contract(fn, key, self.__qualname__)
         # a call or replay of the very objects of the last one launches from C (W7)
         self._enter = backends.fast_entry(self, self._slow_call)
         self.replay = backends.fast_entry(self, self.replay)  # type: ignore[method-assign]
@@ -116,8 +127,14 @@ class CompiledFunction:
             if result is not MISS:
                 self._hits[0] = self._hits.get(0, 0) + 1
                 return result
-        return self._run(self._calls.analyze(args, kwargs), stream,
-                         compile_missing=compile_missing, arm=args if plain else None)
+        call = self._calls.analyze(args, kwargs)
+        compiles = self._compiles
+        result = self._run(call, stream, compile_missing=compile_missing,
+                           arm=args if plain else None,
+                           state=self._contract.state(args, kwargs, call.leaves))
+        if self._compiles != compiles:
+            self._warn_kept(args, kwargs)
+        return result
 
     def trace(self, *args: Any, **kwargs: Any) -> Program:
         """The Program (dependency DAG) for these arguments; nothing runs."""
@@ -136,16 +153,16 @@ class CompiledFunction:
         is sized once), from example arguments of any length; a progress bar on a
         terminal. Without dynamic=, compiles the signature of these arguments."""
         call = self._calls.analyze(args, kwargs)
+        state = self._contract.state(args, kwargs, call.leaves)
         if self._spec is None or not self._spec.axes:
-            self._run(call, None, compile_missing=True, launch=False)
+            self._run(call, None, compile_missing=True, launch=False, state=state)
             return
         sizes = sorted(self._spec.sizes(), reverse=True)
         for b in dynamic.progress(sizes, f"tracegraph: warming up {self.__qualname__}"):
             resized = dynamic.resized_call(self._spec, call, b, self.__qualname__)
             leaves, paths, tree = resized
             self._run(self._calls.from_leaves(leaves, paths, tree, call.orders), None,
-                      compile_missing=True,
-                      launch=False)
+                      compile_missing=True, launch=False, state=state)
 
     def cache_info(self) -> CacheInfo:
         """Graphs held, hits and misses per bucket, updates vs instantiations, evictions,
@@ -175,23 +192,24 @@ class CompiledFunction:
 
     # -- running ------------------------------------------------------------------
     def _run(self, call: Call, stream: Any, *, compile_missing: bool,
-             launch: bool = True, arm: tuple | None = None) -> Any:
+             launch: bool = True, arm: tuple | None = None, state: tuple = ()) -> Any:
         """`arm`: the caller's arguments; where they are the call's leaves, of fixed
-        metadata, the executable may replay the next call of the same objects directly."""
+        metadata, the executable may replay the next call of the same objects directly.
+        `state`: the checked names' and key()'s values (contract/), part of the key."""
         padded = None
         if self._spec is not None and self._spec.axes:
             call, padded = self._padded(call)
+        if state:
+            call = call.with_key((("state", state), *call.key))
         entry = self._entry(call, compile_missing)
         if padded is not None and padded.originals:
             dynamic.refuse_captured_overlap(padded, entry.program, call.paths, self.__qualname__)
         if not launch:
             return None
         executable = entry.executable
-        direct = self._cache.direct_checks(entry) if arm is not None and padded is None \
-            and hasattr(executable, "replay_same") and _same_objects(arm, call.leaves) \
-            else None
-        checks = backends.refreshed(direct, arm) if direct is not None and arm is not None \
-            else None
+        checks = self._contract.fast_checks(arm) if arm is not None and padded is None \
+            and not self._verify and hasattr(executable, "replay_same") \
+            and _same_objects(arm, call.leaves) else None
         if checks is not None:  # (arm: these very arguments, checked as they are now)
             result = executable.run(call.leaves, call.infos, stream, arm=True, checks=checks)
             self._hot = executable
@@ -210,45 +228,65 @@ class CompiledFunction:
 
     def _entry(self, call: Call, compile_missing: bool) -> Compiled:
         entry = self._cache.get(call.key)
-        if entry is not None and (entry.captured or entry.program.guards):
-            entry = self._still_found(entry, call, compile_missing)
         if entry is not None and entry.captured:
             entry = self._for_captured(entry, call, compile_missing=compile_missing)
         if entry is None:
             if not compile_missing:
                 raise self._signature_error(call)
-            entry = self._compile(call)
+            self._retraced(call)
+            return self._compile(call)
+        if self._verify:
+            self._calls_seen += 1
+            if self._calls_seen >= self._verify:
+                self._calls_seen = 0
+                check_same(entry.program, self._trace(call), self.__qualname__)
         return entry
 
-    def _still_found(self, entry: Compiled | None, call: Call, compile_missing: bool) -> Any:
-        """The entry, if every captured array's name (model.w, a global) still finds what it
-        was traced with; else the graph traced for what they find now (a few kept beside)."""
-        fn, leaves = self._fn, call.leaves
-        stale = staleness.stale_guard(entry.program, fn, leaves) if entry else None
-        if stale is None or entry is None:
-            return entry
+    def _retraced(self, call: Call) -> None:
+        """Log a trace for a checked name or key() that changed; say what to do once it
+        has happened RETRACES times."""
+        state = _state_of(call.key)
+        if not state:
+            return
+        same = [e for e in self._cache.entries.values() if e.key[1:] == call.key[1:]]
+        if not same:
+            return
+        changes = self._contract.changes(_state_of(same[-1].key), state)
+        log.info("%s: traced again: %s", self.__qualname__, "; ".join(changes))
+        self._retraces += 1
+        if self._retraces == RETRACES and changes:
+            filename, _, line = user_location(4).rpartition(":")
+            warnings.warn_explicit(
+                f"tracegraph: {self.__qualname__} was traced again {self._retraces} times "
+                f"because the Python state it reads changed ({changes[0]}): each trace "
+                "builds a graph. Pass values that change between calls as arguments "
+                "(dynamic={...} for numbers), and keep state the function sets itself "
+                "outside it", UserWarning, filename or "?", int(line) if line.isdigit() else 0)
 
-        def now() -> tuple:  # (entry.key: an overlap variant's own, so the overlap stays)
-            return (*entry.key, ("captured now", staleness.guarded_now(entry.program, fn, leaves)))
-        key = now()
-        variant = self._cache.get(key)
-        if variant is not None and staleness.stale_guard(variant.program, fn, leaves) is None:
-            return variant
-        if not compile_missing:  # (named against the graph kept that differs least)
-            closest = staleness.closest_stale(self._cache, entry, fn, leaves)
-            raise staleness.stale_error(closest or stale, self.__qualname__)
-        with self._lock:
-            self._cache.room_for_variant(entry.key, key, staleness.VARIANTS)
-            self._retraces = staleness.retraced(self.__qualname__, lambda: staleness.closest_stale(
-                self._cache, entry, fn, leaves) or stale, self._retraces + 1)
-        compiled = self._compile(call.with_key(key))
-        # keyed by what the paths find after its trace, which may have changed them itself
-        # (a counter a called function bumps): what the next call finds
-        after = now()
-        with self._lock:
-            if after != key and compiled.key == key:
-                compiled = self._cache.rekey(entry.key, key, after) or compiled
-        return compiled
+    def _warn_kept(self, args: tuple, kwargs: dict) -> None:
+        """After a trace: state the function reads and sets itself (not checked: its Python
+        runs only when it traces), once; a name holding an array the trace made (weights
+        created lazily on the first call: `self.w = cuda.to_device(...)`): only a stand-in
+        is kept there."""
+        filename, _, line = user_location(3).rpartition(":")
+        if self._contract.kept and self._compiles == 1:
+            names = ", ".join(c.describe() for c in self._contract.kept[:3])
+            warnings.warn_explicit(
+                f"the traced function {self.__qualname__} sets {names}, which it also reads: "
+                "its Python runs only when it traces, so replays neither change it nor see "
+                "its new value (the graph keeps what the trace read). Keep such state "
+                "outside the function and pass it in (an argument, dynamic= for a number), "
+                "or declare it with key=", UserWarning, filename or "?",
+                int(line) if line.isdigit() else 0)
+        kept = self._contract.kept_stand_ins(args, kwargs)
+        if kept:
+            warnings.warn_explicit(
+                f"tracegraph: {self.__qualname__} keeps an array it made while tracing in "
+                f"{', '.join(kept[:3])}: what is kept there is a stand-in for the graph's own "
+                "memory, not a device array, so the next trace or an eager call fails on it. "
+                "Make such arrays before the first call (in __init__, or by calling the "
+                "function once without tracegraph), or return them", UserWarning,
+                filename or "?", int(line) if line.isdigit() else 0)
 
     def _for_captured(self, entry: Compiled, call: Call, *, compile_missing: bool) -> Any:
         """The graph compiled for how this call's device inputs overlap the captured
@@ -257,7 +295,7 @@ class CompiledFunction:
         if pairs == entry.program.aliased_inputs:
             return entry
         key = (*call.key, ("captured overlap", tuple(sorted(pairs))))
-        variant = self._still_found(self._cache.get(key), call, compile_missing)
+        variant = self._cache.get(key)
         if variant is None and compile_missing:
             log.info("%s: a device input now overlaps a captured array; compiling for that",
                      self.__qualname__)
@@ -299,6 +337,7 @@ class CompiledFunction:
             updated = getattr(executable, "updated", False)
             entry = Compiled(call.key, program, plan, executable, bucket, axes)
             self._cache.put(entry, updated)
+            self._compiles += 1
             self._written.update(i.index for i in program.inputs if i.written)
             self._latest = entry
             log.info("compiled %s for a new signature on %s: %d nodes (%s)", self.__qualname__,
@@ -334,11 +373,15 @@ class CompiledFunction:
             return SignatureError(f"{name}.replay() was called before anything was compiled",
                                   where=where, fix=f"call {name}(...) once to trace and compile")
         device_of(call, name, user_location(4))  # arrays on two GPUs: that error
-        best = min(self._cache.entries.values(), key=lambda e: distance(e.key, call.key))
-        diffs = device_diffs(best.key, call) or \
-            describe_mismatch(best.program, call, self._calls.positional_names)
+        bare = call.with_key(_without_state(call.key))
+        best = min(self._cache.entries.values(),
+                   key=lambda e: distance(_without_state(e.key), bare.key))
+        diffs = device_diffs(_without_state(best.key), bare) or \
+            describe_mismatch(best.program, bare, self._calls.positional_names)
         if best.key == call.key and best.captured:  # same arguments, other captured overlap
-            diffs = [staleness.overlap_said(best.program, call)]
+            diffs = [_overlap_said(best.program, call)]
+        elif best.key[1:] == call.key[1:] and _state_of(call.key):  # other Python state
+            diffs = self._contract.changes(_state_of(best.key), _state_of(call.key))
         known = len(self._cache)
         return SignatureError(f"{name}.replay() got arguments that match none of its {known} "
                               f"compiled signature(s): " + "; ".join(diffs),
@@ -376,6 +419,47 @@ def _same_objects(args: tuple, leaves: list) -> bool:
         a is leaf and has_fixed_metadata(a) for a, leaf in zip(args, leaves))
 
 
+def _state_of(key: tuple) -> tuple:
+    """The checked state a cache key holds (contract/: first in the key), or ()."""
+    first = key[0] if key else None
+    return first[1] if type(first) is tuple and first[:1] == ("state",) else ()
+
+
+def _without_state(key: tuple) -> tuple:
+    """A cache key as the signature alone makes it."""
+    return key[1:] if _state_of(key) else key
+
+
+def _verify_every(verify: bool | int | None) -> int:
+    """verify= as "every N-th call" (0: never); None takes TRACEGRAPH_VERIFY."""
+    if verify is None:
+        return config.verify_every()
+    if verify is True:
+        return 1
+    if verify is False:
+        return 0
+    if not isinstance(verify, int) or verify < 0:
+        raise TraceError(f"verify={verify!r} is neither True, False nor a count of calls",
+                         where=user_location(4),
+                         fix="pass verify=True (every call) or verify=N (every N-th call)")
+    return verify
+
+
+def _overlap_said(program: Any, call: Any) -> str:
+    """How the call's device inputs overlap the captured arrays unlike the compiled call's."""
+    pairs = aliased_inputs(program.buffers, list(program.inputs), call.infos)
+    changed = sorted(pairs ^ program.aliased_inputs)
+    said = []
+    for device_input, captured in changed:
+        arg = next((i.path for i in program.inputs if i.kind == "array"
+                    and i.buffer == device_input), "?")
+        now = (device_input, captured) in pairs
+        said.append(f"argument {arg} {'overlaps' if now else 'no longer overlaps'} the "
+                    f"device array {program.buffers[captured].name} that a kernel captures "
+                    "(a global or closure variable), unlike in the compiled call")
+    return "; ".join(said) or "a device argument overlaps a captured array differently"
+
+
 def _dynamic_spec(dynamic_: Any, buckets: Any, max_size: Any, pad: Any, grow: bool) -> Any:
     return dynamic.DynamicSpec.make(dynamic_, buckets, max_size, pad, grow)
 
@@ -383,12 +467,16 @@ def _dynamic_spec(dynamic_: Any, buckets: Any, max_size: Any, pad: Any, grow: bo
 def compile(fn: Callable | None = None, *, backend: str = "auto",
             dynamic: dict[str, Any] | None = None, buckets: Any = None,
             max_size: int | None = None, pad: Any = 0, grow: bool = False,
-            max_graphs: int | None = None) -> Any:
+            max_graphs: int | None = None, key: Callable[[], Any] | None = None,
+            verify: bool | int | None = None) -> Any:
     """Decorator: `@tg.compile`, `@tg.compile(backend="sim")`,
-    `@tg.compile(dynamic={"x": 0}, buckets=(1, 2, 4, 8))` (docs/dynamic-shapes.md)."""
+    `@tg.compile(dynamic={"x": 0}, buckets=(1, 2, 4, 8))` (docs/dynamic-shapes.md),
+    `@tg.compile(key=lambda: (cfg.lr, model.version))` (Python state the graph depends on,
+    part of the signature), `@tg.compile(verify=True)` (trace every call again and raise
+    tg.StaleGraphError where the graph would differ; verify=N: every N-th call)."""
     config.configure_logging()
     options = dict(dynamic=dynamic, buckets=buckets, max_size=max_size, pad=pad, grow=grow,
-                   max_graphs=max_graphs)
+                   max_graphs=max_graphs, key=key, verify=verify)
     if fn is None:
         return lambda f: CompiledFunction(f, backend, **options)
     return CompiledFunction(fn, backend, **options)

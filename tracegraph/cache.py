@@ -3,7 +3,6 @@ counters per bucket, and the choice between instantiating a new executable and u
 one whose graph has the same topology (cudaGraphExecUpdate) when the bound is reached."""
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 from collections import OrderedDict
@@ -33,23 +32,6 @@ class Compiled:
         inputs is part of what was compiled)?"""
         return any(b.kind == "external" for b in self.program.buffers)
 
-    @functools.cached_property
-    def guarded(self) -> bool:
-        """Must every call look at what its guards' paths find in Python (some guard has no
-        check a direct replay makes itself: a host array's contents, a torch tensor)? Where
-        all have one, a direct replay checks them all, so a graph capturing arrays, or
-        traced for what their names found later, replays directly as well: the paths find
-        the very objects they found when it was armed, of fixed metadata, and the same
-        arguments overlap them as they did (CudaExecutable._moved)."""
-        return len(self.fast_checks) < len(self.program.guards)
-
-    @functools.cached_property
-    def fast_checks(self) -> tuple:
-        """What a direct replay checks itself: every guard's path as trace.paths.fast_check
-        makes it; () where a guard has none (a captured or held array: never armed)."""
-        checks = tuple(getattr(g, "check", None) for g in self.program.guards)
-        return checks if all(c is not None for c in checks) else ()
-
     @property
     def topology(self) -> tuple:
         """What cudaGraphExecUpdate needs to be equal: the device, node kinds and edges."""
@@ -76,9 +58,6 @@ class GraphCache:
             raise ValueError("max_graphs must be at least 1")
         self.entries: OrderedDict[tuple, Compiled] = OrderedDict()
         self.stats = CacheInfo(0, max_graphs)
-        # a graph's key -> the keys of its variants, oldest first (traced for what its
-        # captured arrays' and values' names found later)
-        self.variants: dict[tuple, list[tuple]] = {}
 
     def get(self, key: tuple) -> Compiled | None:
         entry = self.entries.get(key)
@@ -87,26 +66,6 @@ class GraphCache:
             hits = self.stats.hits
             hits[entry.bucket] = hits.get(entry.bucket, 0) + 1
         return entry
-
-    def direct_checks(self, entry: Compiled) -> tuple | None:
-        """What a direct replay of `entry` must check: its guards' paths, and for a variant
-        (traced when its graph's names found others) its graph's as well, since what they
-        find now is what chose it: a full call checks them first (a method patched then
-        restored finds the graph again). None where some path has no such check."""
-        checks: list = []
-        key = entry.key
-        while True:
-            if entry.guarded:
-                return None
-            checks += entry.fast_checks
-            last = key[-1] if key else None
-            if not (type(last) is tuple and last[:1] == ("captured now",)):
-                return tuple(checks)
-            key = key[:-1]
-            found = self.entries.get(key)
-            if found is None:  # (a full call would trace it again)
-                return None
-            entry = found
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -127,38 +86,6 @@ class GraphCache:
                 return entry
         return None
 
-    def drop(self, key: tuple) -> None:
-        """Forget one entry (its graph found another array by a captured name) and release
-        its executable."""
-        entry = self.entries.pop(key, None)
-        close = getattr(entry.executable, "close", None) if entry is not None else None
-        if close is not None:
-            close()
-
-    def room_for_variant(self, base: tuple, key: tuple, limit: int) -> None:
-        """Before `key`, a variant of the graph at `base`, is compiled: forget a stale one
-        at `key`, and the oldest variants past `limit` (ping-pong, triple buffering: a few
-        beside it)."""
-        kept = self.variants.setdefault(base, [])
-        self.drop(key)
-        kept[:] = [k for k in kept if k != key and k in self.entries]
-        while len(kept) >= limit:
-            self.drop(kept.pop(0))
-        kept.append(key)
-
-    def rekey(self, base: tuple, key: tuple, new: tuple) -> Compiled | None:
-        """Hold the variant at `key` under `new` instead (replacing what was there)."""
-        if new == key:
-            return self.entries.get(key)
-        entry = self.entries.pop(key, None)
-        if entry is None:
-            return None
-        self.drop(new)
-        self.entries[new] = entry = dataclasses.replace(entry, key=new)
-        self.variants[base] = [new if k == key else k for k in self.variants.get(base, [])
-                               if k != new]
-        return entry
-
     def put(self, entry: Compiled, updated: bool) -> None:
         misses = self.stats.misses
         misses[entry.bucket] = misses.get(entry.bucket, 0) + 1
@@ -177,7 +104,6 @@ class GraphCache:
 
     def clear(self) -> None:
         self.entries.clear()
-        self.variants.clear()
 
     def info(self) -> CacheInfo:
         s = self.stats

@@ -13,6 +13,24 @@ CUDA_PLATFORM = "TRACEGRAPH_CUDA_PLATFORM"  # "fake": the cuda backend on the CP
 MATMUL = "TRACEGRAPH_MATMUL"  # auto | cublas | kernel: what tracegraph.ops.matmul runs
 C_LAUNCH = "TRACEGRAPH_C_LAUNCH"  # 1 (default) | 0: replays launch through the C helper
 BATCH_NODES = "TRACEGRAPH_BATCH_NODES"  # 1 (default) | 0: kernel nodes made one call each
+VERIFY = "TRACEGRAPH_VERIFY"  # N: every compiled function verifies every N-th call (1: all)
+
+
+def verify_every() -> int:
+    """TRACEGRAPH_VERIFY: 0 (unset) or N, every N-th call of every compiled function is
+    traced again and compared with its cached graph's Program (tg.compile(verify=N))."""
+    value = os.environ.get(VERIFY, "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return 0
+    if value in ("true", "yes", "on"):
+        return 1
+    try:
+        return max(int(value), 0)
+    except ValueError:
+        from .errors import TracegraphError
+        raise TracegraphError(f"{VERIFY}={value!r} is not a number",
+                              fix="set it to 1 (verify every call), N (every N-th) or 0") \
+            from None
 
 
 def backend_override() -> str | None:
@@ -64,8 +82,7 @@ def c_launch() -> bool:
 def batch_nodes() -> bool:
     """Whether a graph's plain kernel nodes are made in one call of the C helper
     (add_kernel_nodes) where it is built; TRACEGRAPH_BATCH_NODES=0 makes them one
-    cuda.bindings call each. On since the tenth session: W5's first call 17.3 against
-    19.4 ms, 15 rounds interleaved in one process on an H100 (docs/performance.md)."""
+    cuda.bindings call each (measured on an H100: W5's first call 17.3 against 19.4 ms)."""
     return os.environ.get(BATCH_NODES, "1").strip() != "0"
 
 

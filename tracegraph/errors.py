@@ -25,6 +25,11 @@ class SignatureError(TracegraphError):
     """replay() got arguments that match no compiled signature."""
 
 
+class StaleGraphError(TracegraphError):
+    """verify= traced a call again and the Program differs from the one its cached graph
+    was built from: Python state outside the checked names changed."""
+
+
 class LoweringError(TracegraphError):
     """A Program could not be lowered to explicit graph nodes."""
 

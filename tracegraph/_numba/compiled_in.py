@@ -5,7 +5,6 @@ them at each kernel specialization's first launch, and refuses a graph whose ker
 be compiled, after the trace, with other values (trace/compiled_in.py)."""
 from __future__ import annotations
 
-import dis
 import enum
 import functools
 import types
@@ -15,6 +14,7 @@ from typing import Any
 import numpy as np
 from numba.core import types as numba_types
 
+from ..contract.chains import CLOSURE, GLOBAL, names_of
 from .captured import GlobalRef, _functions_in, _named_values, is_device_array
 from .kernels import kernel_py_func, referenced_names
 
@@ -170,36 +170,17 @@ def loaded_paths(code: types.CodeType) -> tuple[frozenset[tuple[str, ...]],
     uses otherwise), in GlobalRef's form. Read: a global and the attributes read on it in a
     row (`cfg.sub.X`: ("cfg",), ("cfg", "sub"), ("cfg", "sub", "X")), the same from a
     closure variable ("<closure>", name, ...) and from a parameter ("<default>", name,
-    ...). Used otherwise: such a path stored to a local, passed, indexed or returned
-    (`c = cfg.sub; c.X`, `dev(cfg)`): any attribute named may be read below it."""
+    ...). Used otherwise: each whole chain (stored to a local, passed, indexed or returned:
+    `c = cfg.sub; c.X`, `dev(cfg)`): any attribute named may be read below it. The chains
+    come from contract/chains.py, which reads every supported Python's bytecode."""
     paths: set[tuple[str, ...]] = set()
     escaped: set[tuple[str, ...]] = set()
-    chain: tuple[str, ...] | None = None
-    for ins in dis.get_instructions(code):
-        if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and chain is not None:
-            chain = (*chain, ins.argval)
-            paths.add(chain)
-            continue
-        if chain is not None and ins.opname not in ("CACHE", "EXTENDED_ARG", "PRECALL",
-                                                    "NOP"):
-            escaped.add(chain)  # the path went somewhere other than an attribute read
-        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
-            chain = (ins.argval,)
-        elif ins.opname in ("LOAD_DEREF", "LOAD_CLOSURE"):
-            chain = ("<closure>", ins.argval)
-        elif ins.opname in ("LOAD_FAST", "LOAD_FAST_CHECK"):
-            chain = ("<default>", ins.argval)
-        elif ins.opname in ("CACHE", "EXTENDED_ARG", "PRECALL", "NOP"):
-            continue
-        else:
-            chain = None
-            continue
-        paths.add(chain)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            nested, nested_escaped = loaded_paths(const)
-            paths |= nested
-            escaped |= nested_escaped
+    for chain in names_of(code, code.co_varnames, bare_parameters=True).loaded:
+        head = (chain.name,) if chain.root == GLOBAL else \
+            ("<closure>", chain.name) if chain.root == CLOSURE else ("<default>", chain.name)
+        full = (*head, *chain.attributes)
+        escaped.add(full)
+        paths.update(full[:k] for k in range(len(head), len(full) + 1))
     return frozenset(paths), frozenset(escaped)
 
 

@@ -5,8 +5,6 @@ from typing import Any, Protocol
 
 from .. import _numba, config
 from ..errors import TracegraphError
-from ..pytree import container_shape, layout, same_items, same_layout, same_shape
-from ..signature.arguments import has_fixed_metadata
 
 BACKENDS = ("auto", "cuda", "sim")
 MISS = object()  # an executable's replay_same: not that case, take the full path
@@ -22,47 +20,6 @@ class Executable(Protocol):
     plan: Any
 
     def run(self, leaves: list[Any], infos: list[Any], stream: Any = None) -> Any: ...
-
-
-def checks_hold(checks: tuple, args: tuple) -> bool:
-    """What a direct replay checks itself all holds: each path (trace.paths.fast_check:
-    from a global, a closure cell, an object or argument k, through attributes and items)
-    still finds the very object it found when armed. Any error is a miss."""
-    return all(_walk(check, args) is MISS if check[0] >= 50 else
-               type(_walk(check, args)) is check[4] if check[0] >= 40 else
-               same_layout(_walk(check, args), check[4]) if check[0] >= 30 else
-               same_items(_walk(check, args), check[4]) if check[0] >= 20 else
-               same_shape(_walk(check, args), check[4]) if check[0] >= 10 else
-               _walk(check, args) is check[4] for check in checks)
-
-
-def refreshed(checks: tuple, args: tuple) -> tuple | None:
-    """The checks expecting what their paths find now (a call that just passed the full
-    check by value, so an equal object reassigned keeps the direct path); None where a
-    path finds nothing."""
-    now = tuple(_walk(check, args) for check in checks)
-    if any((v is MISS) != (check[0] >= 50) or (check[0] < 10 and has_fixed_metadata(check[4])
-                                               and not has_fixed_metadata(v))
-           for check, v in zip(checks, now)):
-        return None  # (an equal array found now whose layout may change: not by identity)
-    return tuple((*check[:4], None if check[0] >= 50 else type(v) if check[0] >= 40 else
-                  layout(v) if check[0] >= 30 else
-                  tuple(v) if check[0] >= 20 else
-                  container_shape(v) if check[0] >= 10 else v)
-                 for check, v in zip(checks, now))
-
-
-def _walk(check: tuple, args: tuple) -> Any:
-    kind, a, b, steps, _ = check
-    kind %= 10
-    try:
-        now = a.get(b, MISS) if kind == 0 else a.cell_contents if kind == 1 else \
-            a if kind == 2 else args[b]
-        for item, key in steps:
-            now = now[key] if item else getattr(now, key)
-    except Exception:
-        return MISS
-    return now
 
 
 def fast_entry(function: Any, slow: Any) -> Any:

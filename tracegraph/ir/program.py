@@ -84,9 +84,6 @@ class Program:
     # (GlobalRef, what it held) of each global or closure variable the kernels name: the
     # simulator reads them when a kernel runs, so a rebinding since the trace is refused
     bindings: tuple[tuple[Any, Any], ...] = ()
-    # where the traced function found each device array it captured (trace/guards.py):
-    # a replay trusts the graph only while every path finds the same array
-    guards: tuple[Any, ...] = ()
 
     def rebound(self) -> Any:
         """The first global or closure variable kernels name that holds another array (or

@@ -14,7 +14,6 @@ from ..errors import TraceError
 from ..ir import (
     DEVICE_INPUT,
     EXTERNAL,
-    HOST_CONSTANT,
     HOST_INPUT,
     STAGING,
     TEMP,
@@ -34,8 +33,6 @@ from ..location import user_location
 from ..signature import arguments
 from ..traced import Array, DynamicScalar
 from .bodies import as_programs, body_buffers, shadow_inputs
-from .callees import Callees
-from .guards import find_guards
 from .tracer import Tracer, _bytes_view
 
 # ---------------------------------------------------------------------------
@@ -61,11 +58,9 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     try:
         args, kwargs = pytree.unflatten(tree, stand_ins[:pytree.leaf_count(tree)])
         tracer.length = stand_ins[-1] if len(stand_ins) > pytree.leaf_count(tree) else None
-        with Callees() as callees:
-            result = fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
     finally:
         _numba.set_tracer(previous)
-    callees.say_interrupted(name, _def_location(fn))
     tracer.check_bindings(_def_location(fn))
     if len(tracer.ops) == n_prologue and not tracer.launches:
         raise TraceError(f"the traced function {name} launched nothing",
@@ -79,16 +74,10 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     _refuse_constants_after_host_writes(tracer, inputs, infos)
     _refuse_compiled_in_after_host_writes(tracer, inputs, infos, leaves)
     ops = as_programs(tracer.ops, tuple(tracer.buffers), name)
-    held = [b.external for b in tracer.buffers if b.kind == HOST_CONSTANT
-            and isinstance(b.external, np.ndarray)]
-    guards = find_guards(fn, leaves, paths, list(tracer.host_captured.values()), name,
-                         _def_location(fn), held, _kernels(tracer.ops), callees.user_code(),
-                         [b.external for b in tracer.buffers
-                          if isinstance(b.external, np.ndarray)])
     return Program(name, ops, tuple(tracer.buffers), tuple(inputs), tree, tuple(outputs),
                    out_tree, op_graph(ops), device_mode,
                    aliased_inputs(tracer.buffers, inputs, infos),
-                   combines=tuple(tracer.combines), bindings=tracer.bindings, guards=guards)
+                   combines=tuple(tracer.combines), bindings=tracer.bindings)
 
 
 def aliased_inputs(buffers: tuple[Buffer, ...] | list[Buffer], inputs: list[InputLeaf],

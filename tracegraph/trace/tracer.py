@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .. import _numba
+from ..contract.compiled_in import CompiledIn
 from ..errors import TraceError
 from ..ir import (
     EXTERNAL,
@@ -35,8 +36,6 @@ from ..ir import (
 from ..location import user_location
 from ..signature import arguments
 from ..traced import Array, DynamicScalar, tracer_of, view_of
-from .callees import untraced
-from .compiled_in import CompiledIn
 from .functions import (
     DECLARATIONS,
     MAX_BYTES,
@@ -61,7 +60,6 @@ class Tracer:
         self._frames: list[list[Op]] = []  # the enclosing op lists, inside control flow
         self._externals: dict[int, int] = {}  # id(device array) -> buffer
         self._external_refs: list[Any] = []
-        self.host_captured: dict[int, Any] = {}  # captured arrays host code passed, by id
         self._warned_stream = False
         self.node_attributes: Any = None  # what tg.node_attributes sets on launches now
         self._launches_seen: dict[tuple, tuple] = {}  # record_launch's memo
@@ -105,7 +103,6 @@ class Tracer:
         return view_of(a)
 
     # -- launches -----------------------------------------------------------
-    @untraced
     def record_launch(self, kernel: Any, griddim: Any, blockdim: Any, sharedmem: int,
                       args: tuple, *, stream: bool = False) -> None:
         where = user_location(3)
@@ -163,7 +160,7 @@ class Tracer:
                 info = arguments.describe(obj)
                 if info is None or info.placement != arguments.DEVICE:
                     continue
-                buf = self._external(obj, info, host=False).buffer
+                buf = self._external(obj, info).buffer
                 out.append(Access(buf, 0, self.buffers[buf].nbytes, mode))
         return tuple(out)
 
@@ -217,12 +214,10 @@ class Tracer:
                          fix="pass traced arrays, device arrays, NumPy/Python scalars or tuples "
                              "of these")
 
-    def _external(self, obj: Any, info: arguments.ArrayInfo, host: bool = True) -> View:
+    def _external(self, obj: Any, info: arguments.ArrayInfo) -> View:
         """A device array captured from outside: baked into the graph by address. Captured
         arrays whose bytes overlap share memory (ir.memory_regions orders them)."""
         lo, hi = info.extent
-        if host:
-            self.host_captured[id(obj)] = obj
         buf = self._externals.get(id(obj))
         if buf is None:
             buf = self.new_buffer(hi - lo, EXTERNAL, f"captured{len(self._external_refs)}",
@@ -271,7 +266,6 @@ class Tracer:
         self.ops.append(Op(OpKind.CONDITIONAL, name, tuple(accesses), where, data))
 
     # -- Numba's host API called while tracing (_numba/hooks.py) --------------
-    @untraced
     def device_array(self, shape: Any, dtype: Any, order: str = "C") -> Array:
         """cuda.device_array inside a traced function: a graph-owned array."""
         shape = _shape(shape)
@@ -279,7 +273,6 @@ class Tracer:
             return self.new_array(shape[::-1], _dtype(dtype), zero=False).T
         return self.new_array(shape, _dtype(dtype), zero=False)
 
-    @untraced
     def host_to_device(self, host: Any, dst: View | None, where: str) -> Array | None:
         """cuda.to_device(host) (dst None: into a new graph-owned array) or a copy of host
         data into `dst`, as eager Numba does it on every call: the graph copies the held
@@ -306,7 +299,6 @@ class Tracer:
                   "copy in a host array", CopyRole.CONSTANT, where)
         return Array(self, dst)
 
-    @untraced
     def device_copy(self, dst: View, src: View, where: str) -> None:
         """One device array copied into another (copy_to_device of a device array)."""
         if dst.shape != src.shape or dst.dtype != src.dtype or not (
@@ -319,7 +311,6 @@ class Tracer:
         self.copy(_bytes_view(dst.buffer, a, b - a), _bytes_view(src.buffer, c, b - a),
                   "device copy", CopyRole.USER, where)
 
-    @untraced
     def view_or_external(self, obj: Any) -> View | None:
         """The view a traced array or a captured device array stands for, or None."""
         if isinstance(obj, Array):

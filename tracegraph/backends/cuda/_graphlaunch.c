@@ -71,49 +71,12 @@ static PyObject *referent(PyObject *ref) {
 #endif
 }
 
-/* One path of trace.paths.fast_check, (kind, a, b, steps, expected): its start (0: dict a
- * at key b; 1: cell a; 2: object a; 3: argument b of this call), then attributes and
- * items ((is an item, key), ...), finds `expected` itself. Any error is a miss (cleared),
- * as in backends.checks_hold. */
-/* pytree.same_shape(now, expected): a dict's very key objects in order (or its length past
- * 256 keys), the length of a list, tuple, set or deque. An error is a miss (cleared later). */
-static int shape_matches(PyObject *now, PyObject *expected) {
-    if (!PyDict_Check(now)) { /* a list, tuple, set or deque: its length */
-        int sized = PyList_Check(now) || PyTuple_Check(now) || PyAnySet_Check(now) ||
-                    strcmp(Py_TYPE(now)->tp_name, "collections.deque") == 0;
-        if (!sized || !PyLong_Check(expected)) return 0;
-        Py_ssize_t n = PyObject_Length(now);
-        return n >= 0 && n == PyLong_AsSsize_t(expected);
-    }
-    if (PyLong_Check(expected))
-        return PyDict_GET_SIZE(now) > 256 && PyDict_GET_SIZE(now) == PyLong_AsSsize_t(expected);
-    if (!PyTuple_Check(expected) || PyDict_GET_SIZE(now) != PyTuple_GET_SIZE(expected))
-        return 0;
-    Py_ssize_t pos = 0, i = 0;
-    PyObject *key, *value;
-    while (PyDict_Next(now, &pos, &key, &value)) {
-        if (key != PyTuple_GET_ITEM(expected, i++)) return 0; /* the very key objects */
-    }
-    return 1;
-}
-
-/* backends._same_items: a list, tuple, set or deque holding the very objects `expected`,
- * in order (the slow path compares them by value). */
-static int items_match(PyObject *now, PyObject *expected) {
-    if (!PyTuple_Check(expected) || !(PyAnySet_Check(now) || PyList_Check(now) ||
-          PyTuple_Check(now) || strcmp(Py_TYPE(now)->tp_name, "collections.deque") == 0))
-        return 0;
-    PyObject *items = PySequence_Tuple(now);
-    if (items == NULL) return 0;
-    int same = PyTuple_GET_SIZE(items) == PyTuple_GET_SIZE(expected);
-    for (Py_ssize_t i = 0; same && i < PyTuple_GET_SIZE(items); i++)
-        same = PyTuple_GET_ITEM(items, i) == PyTuple_GET_ITEM(expected, i);
-    Py_DECREF(items);
-    return same;
-}
-
-/* backends._same_layout: the very array `expected[0]`, its shape, strides and dtype still
- * equal to expected[1:] (a NumPy array reshaped in place, `H.shape = ...`, is not). */
+/* One check of contract/state.py, (root + 10 * compare, a, b, attributes, expected): its
+ * start (root 0: dict a at key b; 1: cell a; 2: object a; 3: argument b of this call;
+ * 4: a()), then its attributes; compare 0: the very object `expected` (a bound method: the
+ * same instance and function); 1: the very array expected[0] with the shape, strides and
+ * dtype expected[1:]; 2: equal to `expected`; 3: finding nothing. Any error is a miss
+ * (cleared), as in contract.holds. */
 static int layout_matches(PyObject *now, PyObject *expected) {
     static const char *names[] = {"shape", "strides", "dtype"};
     if (!PyTuple_Check(expected) || PyTuple_GET_SIZE(expected) != 4 ||
@@ -129,38 +92,46 @@ static int layout_matches(PyObject *now, PyObject *expected) {
     return 1;
 }
 
+/* A second read of one method: a new bound-method object, the same instance and function. */
+static int same_method(PyObject *now, PyObject *expected) {
+    if (PyMethod_Check(now) && PyMethod_Check(expected))
+        return PyMethod_GET_SELF(now) == PyMethod_GET_SELF(expected) &&
+               PyMethod_GET_FUNCTION(now) == PyMethod_GET_FUNCTION(expected);
+    if (PyCFunction_Check(now) && PyCFunction_Check(expected))
+        return PyCFunction_GET_SELF(now) == PyCFunction_GET_SELF(expected) &&
+               PyCFunction_GET_FUNCTION(now) == PyCFunction_GET_FUNCTION(expected);
+    return 0;
+}
+
 static int check_holds(PyObject *check, PyObject *const *given, Py_ssize_t ngiven) {
     if (!PyTuple_Check(check) || PyTuple_GET_SIZE(check) != 5) return 0;
     long kind = PyLong_AsLong(PyTuple_GET_ITEM(check, 0));
-    /* 1: the container's shape; 2: its items; 3: layout; 4: the object's type; 5: nothing */
-    int shape = (int)(kind / 10);
-    kind %= 10;
+    int compare = (int)(kind / 10);
+    long root = kind % 10;
     PyObject *a = PyTuple_GET_ITEM(check, 1), *b = PyTuple_GET_ITEM(check, 2);
-    PyObject *steps = PyTuple_GET_ITEM(check, 3), *now = NULL;
-    if (kind == 0 && PyDict_Check(a)) {
+    PyObject *steps = PyTuple_GET_ITEM(check, 3), *expected = PyTuple_GET_ITEM(check, 4);
+    PyObject *now = NULL;
+    if (root == 0 && PyDict_Check(a)) {
         now = PyDict_GetItemWithError(a, b);
         Py_XINCREF(now);
-    } else if (kind == 1 && PyCell_Check(a)) {
+    } else if (root == 1 && PyCell_Check(a)) {
         now = PyCell_GET(a);
         Py_XINCREF(now);
-    } else if (kind == 2) {
+    } else if (root == 2) {
         now = a;
         Py_INCREF(now);
-    } else if (kind == 3) {
+    } else if (root == 3) {
         Py_ssize_t k = PyLong_AsSsize_t(b);
         if (k >= 0 && k < ngiven) {
             now = given[k];
             Py_INCREF(now);
         }
+    } else if (root == 4) {
+        now = PyObject_CallNoArgs(a);
     }
     if (now != NULL && PyTuple_Check(steps)) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(steps) && now != NULL; i++) {
-            PyObject *step = PyTuple_GET_ITEM(steps, i);
-            PyObject *next = NULL;
-            if (PyTuple_Check(step) && PyTuple_GET_SIZE(step) == 2)
-                next = PyObject_IsTrue(PyTuple_GET_ITEM(step, 0)) == 1
-                           ? PyObject_GetItem(now, PyTuple_GET_ITEM(step, 1))
-                           : PyObject_GetAttr(now, PyTuple_GET_ITEM(step, 1));
+            PyObject *next = PyObject_GetAttr(now, PyTuple_GET_ITEM(steps, i));
             Py_DECREF(now);
             now = next;
         }
@@ -168,17 +139,17 @@ static int check_holds(PyObject *check, PyObject *const *given, Py_ssize_t ngive
         Py_DECREF(now);
         now = NULL;
     }
-    if (shape == 5) { /* the path finds nothing (an attribute still absent) */
-        int absent = now == NULL;
-        Py_XDECREF(now);
-        if (PyErr_Occurred()) PyErr_Clear();
-        return absent;
-    }
-    int holds = now != NULL && (shape == 4 ? (PyObject *)Py_TYPE(now) == PyTuple_GET_ITEM(check, 4)
-                                : shape == 3 ? layout_matches(now, PyTuple_GET_ITEM(check, 4))
-                                : shape == 2 ? items_match(now, PyTuple_GET_ITEM(check, 4))
-                                : shape ? shape_matches(now, PyTuple_GET_ITEM(check, 4))
-                                        : now == PyTuple_GET_ITEM(check, 4));
+    int holds;
+    if (compare == 3)
+        holds = now == NULL;
+    else if (now == NULL)
+        holds = 0;
+    else if (compare == 2)
+        holds = PyObject_RichCompareBool(now, expected, Py_EQ) == 1;
+    else if (compare == 1)
+        holds = layout_matches(now, expected);
+    else
+        holds = now == expected || same_method(now, expected);
     Py_XDECREF(now);
     if (PyErr_Occurred()) PyErr_Clear();
     return holds;
@@ -188,7 +159,7 @@ static int check_holds(PyObject *check, PyObject *const *given, Py_ssize_t ngive
  * (executable.armed: their weak references; executable.fast: (graph exec, stream handle,
  * result, stream, checks) where result is -1 for None or the index of the argument
  * returned, stream the object the caller passed (None for the default) and checks the
- * paths the function reads by name (check_holds)), checked and launched under the GIL; where a check
+ * checked names (check_holds)), checked and launched under the GIL; where a check
  * ran Python (a property, so another thread may have re-pointed, re-armed or closed it),
  * launched only if `armed` and `fast` are still the very objects read first. A new reference,
  * NotImplemented when it does not apply, NULL with RuntimeError when the launch failed. A
@@ -208,7 +179,7 @@ static PyObject *replay_core(PyObject *executable, PyObject *const *given, Py_ss
         PyObject *obj = referent(PyTuple_GET_ITEM(armed, i));
         if (obj == NULL || obj != given[i]) goto done;
     }
-    /* what the function reads by name still finds the same objects (check_holds) */
+    /* the checked names still find the same objects (check_holds) */
     PyObject *checks = PyTuple_GET_ITEM(fast, 4);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(checks); i++)
         if (!check_holds(PyTuple_GET_ITEM(checks, i), given, ngiven)) goto done;

@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 from ... import config
+from ...contract import holds as checks_hold
 from ...errors import CudaError, TracegraphError
 from ...ir import OpKind
 from ...plan import Plan, PlanNode, input_bases, replay_table
@@ -18,7 +19,7 @@ from ...signature import (
     same_value,
     weak,
 )
-from .. import MISS, checks_hold
+from .. import MISS
 from ..sim import loop_limit_error
 from .build import GraphBuilder
 from .memory import GraphMemory
@@ -104,7 +105,7 @@ class CudaExecutable:
             arm: bool = False, checks: tuple = ()) -> Any:
         """One replay. `arm`: these leaves are the caller's arguments, of fixed metadata,
         so the next call with the very same objects may take replay_same while `checks`
-        hold (the paths the function reads still find what they found: backends.checks_hold)."""
+        hold (the checked names still find what they found: contract.holds)."""
         if getattr(_thread, "platform", None) is not self.platform:  # a thread's first
             self.platform.set_current()
             _thread.platform = self.platform

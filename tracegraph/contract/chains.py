@@ -1,0 +1,103 @@
+"""The names a function's own code loads, read from its bytecode: each global and closure
+variable, and each attribute chain loaded from one of them or from a parameter
+(`CFG.scale`, `self.cfg.temperature`), in the code of the function and of the functions,
+lambdas and comprehensions nested in it. Pure: only `dis`, so it runs (and is tested) on
+every Python version the project supports (3.11, 3.12, 3.13)."""
+from __future__ import annotations
+
+import dis
+import types
+from dataclasses import dataclass
+
+GLOBAL, CLOSURE, PARAMETER = "global", "closure", "parameter"
+
+# a local variable or parameter pushed on the stack (3.13 pushes two at once)
+_LOAD_LOCAL = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW"})
+_LOAD_TWO_LOCALS = frozenset({"LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW",
+                              "STORE_FAST_LOAD_FAST"})
+_LOAD_ATTRIBUTE = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
+# instructions that leave the chain's object where it was (their slots in the code)
+_TRANSPARENT = frozenset({"CACHE", "NOP", "EXTENDED_ARG"})
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A root (a global or closure variable, or a parameter, by name) and the attributes
+    loaded from it in a row: ("global", "CFG", ("scale",))."""
+    root: str
+    name: str
+    attributes: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        return ".".join((self.name, *self.attributes))
+
+
+@dataclass(frozen=True)
+class Names:
+    """What a function's code loads (`loaded`), and the chains it assigns or deletes
+    (`stored`: `self.t = ...`, `self.t += 1`, `global G; G = ...`: state it keeps itself)."""
+    loaded: tuple[Chain, ...]
+    stored: frozenset[Chain]
+
+
+def names_of(code: types.CodeType, parameters: tuple[str, ...], *,
+             bare_parameters: bool = False) -> Names:
+    """The chains `code` and the code nested in it load, in order of first appearance; a
+    chain is kept whole (`self.cfg.temperature`, not also `self.cfg`); a parameter read
+    whole only with `bare_parameters` (the call's signature has it)."""
+    loaded: dict[Chain, None] = {}
+    stored: set[Chain] = set()
+    _scan(code, frozenset(parameters), frozenset(parameters), frozenset(code.co_freevars),
+          loaded, stored)
+    return Names(tuple(c for c in loaded if bare_parameters or c.root != PARAMETER or
+                       c.attributes), frozenset(stored))
+
+
+def _scan(code: types.CodeType, parameters: frozenset[str], captured: frozenset[str],
+          free: frozenset[str], loaded: dict[Chain, None], stored: set[Chain]) -> None:
+    """`parameters`: the traced function's parameters as this code's own locals (none in
+    nested code); `captured`: its parameters as cells this code reads (a parameter a nested
+    function uses is one in the function too); `free`: its closure variables visible here."""
+    chain: Chain | None = None
+    last: Chain | None = None  # the chain loaded last (`self.t += 1` stores it back)
+    for ins in dis.get_instructions(code):
+        op = ins.opname
+        if op in _TRANSPARENT or (op == "COPY" and ins.arg == 1):  # (`self.t += 1`)
+            continue
+        if chain is not None and op in _LOAD_ATTRIBUTE:
+            chain = Chain(chain.root, chain.name, (*chain.attributes, str(ins.argval)))
+            continue
+        if op in ("STORE_ATTR", "DELETE_ATTR"):
+            name = str(ins.argval)
+            if chain is not None:  # (the object stored to is the chain just loaded)
+                stored.add(Chain(chain.root, chain.name, (*chain.attributes, name)))
+            elif last is not None and last.attributes[-1:] == (name,):
+                stored.add(last)
+        elif op in ("STORE_GLOBAL", "DELETE_GLOBAL"):
+            stored.add(Chain(GLOBAL, str(ins.argval)))
+        if chain is not None:
+            loaded.setdefault(chain, None)
+            last = chain
+        chain = _root(ins, parameters, captured, free)
+    if chain is not None:
+        loaded.setdefault(chain, None)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):  # nested: its own locals shadow our names
+            own = set(const.co_cellvars) | set(const.co_varnames)
+            _scan(const, frozenset(), captured - own, free - own, loaded, stored)
+
+
+def _root(ins: dis.Instruction, parameters: frozenset[str], captured: frozenset[str],
+          free: frozenset[str]) -> Chain | None:
+    op, name = ins.opname, ins.argval
+    if op == "LOAD_GLOBAL":
+        return Chain(GLOBAL, str(name))
+    if op == "LOAD_DEREF" and name in free:
+        return Chain(CLOSURE, str(name))
+    if op == "LOAD_DEREF" and name in captured:
+        return Chain(PARAMETER, str(name))
+    if op in _LOAD_LOCAL and name in parameters:
+        return Chain(PARAMETER, str(name))
+    if op in _LOAD_TWO_LOCALS and isinstance(name, tuple) and name[-1] in parameters:
+        return Chain(PARAMETER, str(name[-1]))  # (the second is the one on top)
+    return None

@@ -1,0 +1,331 @@
+"""The Python state a compiled function's graphs are chosen by: the checked names (chains
+from its own bytecode, chains.py) and the user's `key()`. Each check is one tuple, built
+once per function and read the same way by the Python path (`state`, `holds`) and by the
+C direct replay (backends/cuda/_graphlaunch.c):
+
+    (root + 10 * compare, a, b, attributes, expected)
+
+root 0: dict `a` at key `b` (the function's globals); 1: closure cell `a`; 2: object `a`
+(a bound method's instance, a partial's argument); 3: positional argument `b` of the call;
+4: `a()` (key=). compare 0: the very object `expected` (a bound method: the same instance
+and function); 1: the very array, with the shape, strides and dtype in `expected`; 2:
+equal to `expected` (key=); 3: the path finds nothing (a global not set)."""
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..errors import TraceError
+from ..signature import arguments
+from ..signature.call import static_key
+from ..traced import Array
+from .chains import CLOSURE, GLOBAL, PARAMETER, Chain, names_of
+
+IDENTITY, LAYOUT, EQUAL, ABSENT = 0, 1, 2, 3
+GLOBALS, CELL, OBJECT, ARGUMENT, CALL = 0, 1, 2, 3, 4
+_GONE = ("absent",)  # the key of a chain that finds nothing
+_VALUES = (int, float, complex, bool, str, bytes, type(None), np.generic)
+
+
+class Same:
+    """An object in a key, equal only to itself (held, so its id is not reused)."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Same and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __repr__(self) -> str:
+        return f"<the object {_shown(self.obj)}>"
+
+
+def value_key(value: Any, inputs: frozenset[int] = frozenset()) -> Any:
+    """How a checked name's value enters the key: numbers, strings, None and tuples of them
+    by value (typed, as a signature keys a scalar); an array by its memory and layout (one
+    of the call's own arrays, `inputs`, by neither: the signature has it); a bound method
+    by its instance and function; anything else by identity."""
+    if value is _MISSING:
+        return _GONE
+    if isinstance(value, _VALUES):
+        return static_key(value)
+    if type(value) is tuple:
+        return ("tuple", tuple(value_key(v, inputs) for v in value))
+    if isinstance(value, types.MethodType):
+        return ("method", Same(value.__self__), Same(value.__func__))
+    if isinstance(value, types.BuiltinMethodType) and \
+            not isinstance(value.__self__, types.ModuleType):
+        return ("method", Same(value.__self__), value.__name__)
+    if id(value) in inputs:
+        return ("input",)
+    info = None if isinstance(value, (type, Array)) else _described(value)
+    if info is not None:
+        return ("array", info.placement, info.ptr, info.shape, info.strides, str(info.dtype))
+    return Same(value)
+
+
+class Contract:
+    """The checks of one compiled function: its code's chains, and `key`."""
+
+    def __init__(self, fn: Callable, key: Callable[[], Any] | None, qualname: str):
+        self.qualname = qualname
+        self.key = key
+        function, fixed = _code_function(fn)
+        self.kept: tuple[Chain, ...] = ()  # chains it reads and sets itself: not checked
+        self.chains: tuple[Chain, ...] = ()
+        self._starts: tuple[tuple[int, Any, Any], ...] = ()
+        self._kept_starts: tuple[Any, ...] = ()
+        self._by_name: inspect.Signature | None = None
+        self._positional: tuple[str, ...] = ()
+        if function is not None:
+            code = function.__code__
+            count = code.co_argcount + code.co_kwonlyargcount + \
+                bool(code.co_flags & inspect.CO_VARARGS) + \
+                bool(code.co_flags & inspect.CO_VARKEYWORDS)
+            names = names_of(code, code.co_varnames[:count])
+            self.kept = tuple(c for c in names.loaded if _set_itself(c, names.stored))
+            checked = [c for c in names.loaded if c not in self.kept]
+            starts = [_start(c, function, fixed) for c in checked]
+            self.chains = tuple(c for c, s in zip(checked, starts) if s is not None)
+            self._starts = tuple(s for s in starts if s is not None)
+            self._kept_starts = tuple(_start(c, function, fixed) for c in self.kept)
+            self._positional = tuple(n for n in code.co_varnames[:code.co_argcount]
+                                     if n not in fixed)
+        try:
+            self._by_name = inspect.signature(fn)
+        except (TypeError, ValueError):
+            self._by_name = None
+
+    @property
+    def empty(self) -> bool:
+        return not self._starts and self.key is None
+
+    # -- the key a call's graph is chosen by ------------------------------------------
+    def state(self, args: tuple, kwargs: dict, leaves: list) -> tuple:
+        """Each check's value as a key, then key()'s value: () when nothing is checked."""
+        if self.empty:
+            return ()
+        named = self._arguments(args, kwargs) if any(
+            s[0] == ARGUMENT for s in self._starts) else {}
+        inputs = frozenset(map(id, leaves)) if named else frozenset()
+        out = [value_key(self._find(c, s, named)[0], inputs if c.root == PARAMETER else
+                         frozenset()) for c, s in zip(self.chains, self._starts)]
+        if self.key is not None:
+            out.append(("key", self.declared()))
+        return tuple(out)
+
+    def declared(self) -> Any:
+        """key()'s value, which must be hashable (it is part of the signature)."""
+        assert self.key is not None
+        value = self.key()
+        try:
+            hash(value)
+        except TypeError:
+            from ..location import user_location
+            raise TraceError(f"the key= of {self.qualname} returned an unhashable "
+                             f"{type(value).__name__}: {_shown(value)}",
+                             where=user_location(2),
+                             fix="return a tuple of numbers, strings or other hashable values "
+                                 "(e.g. lambda: (cfg.lr, model.version))") from None
+        return value
+
+    def changes(self, then: tuple, now: tuple) -> list[str]:
+        """What differs between two states, in words (`CFG.scale: 2.0, now 3.0`)."""
+        names = [c.describe() for c in self.chains] + ["key()"]
+        return [f"{name} was {_key_shown(a)} and is {_key_shown(b)} now"
+                for name, a, b in zip(names, then, now) if a != b]
+
+    # -- the direct replay's checks ---------------------------------------------------
+    def fast_checks(self, args: tuple) -> tuple | None:
+        """The checks as tuples (module docstring), expecting what they find now for a
+        call of these positional arguments; None where one cannot be made that way."""
+        out: list[tuple] = []
+        named = dict(zip(self._positional, args))
+        given = {id(a) for a in args}
+        for chain, start in zip(self.chains, self._starts):
+            root, a, b = start
+            if root == ARGUMENT and b not in named:
+                return None
+            now, depth = self._find(chain, start, named)
+            if root == ARGUMENT:
+                b = self._positional.index(b)
+                if id(now) in given and depth < len(chain.attributes):
+                    continue  # (an argument array's attributes: the very object is checked)
+            steps = chain.attributes[:depth]
+            if now is _MISSING:
+                out.append((root + 10 * ABSENT, a, b, steps, None))
+            elif isinstance(now, np.ndarray) or (not arguments.has_fixed_metadata(now) and
+                                                 _described(now) is not None):
+                out.append((root + 10 * LAYOUT, a, b, steps,
+                            (now, getattr(now, "shape", None), getattr(now, "strides", None),
+                             getattr(now, "dtype", None))))
+            else:
+                out.append((root, a, b, steps, now))
+        if self.key is not None:
+            out.append((CALL + 10 * EQUAL, self.key, None, (), self.declared()))
+        return tuple(out)
+
+    # -- after a trace ----------------------------------------------------------------
+    def kept_stand_ins(self, args: tuple, kwargs: dict) -> list[str]:
+        """Names the code reads that hold an array the trace made: a stand-in for graph
+        memory, which the next trace or an eager call cannot use."""
+        named = self._arguments(args, kwargs)
+        return [c.describe() for c, s in zip((*self.chains, *self.kept),
+                                             (*self._starts, *self._kept_starts))
+                if s is not None and isinstance(self._find(c, s, named)[0], Array)]
+
+    # -- helpers ----------------------------------------------------------------------
+    def _arguments(self, args: tuple, kwargs: dict) -> dict[str, Any]:
+        if not kwargs and len(args) == len(self._positional):
+            return dict(zip(self._positional, args))
+        if self._by_name is None:
+            return {}
+        try:
+            bound = self._by_name.bind(*args, **kwargs)
+        except TypeError:
+            return {}
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
+    def _find(self, chain: Chain, start: tuple, named: dict[str, Any]) -> tuple[Any, int]:
+        """What the chain finds now, and how many of its attributes were read: it stops at
+        the first array (whose memory and layout decide its `.shape`, `.dtype`, ...)."""
+        root, a, b = start
+        if root == ARGUMENT:
+            value = named.get(b, _MISSING)
+        else:
+            value = _walk((root, a, b, (), None), ())
+        for depth, name in enumerate(chain.attributes):
+            if value is _MISSING or isinstance(value, Array) or _described(value) is not None:
+                return value, depth
+            try:
+                value = getattr(value, name)
+            except Exception:
+                return _MISSING, depth
+        return value, len(chain.attributes)
+
+
+_MISSING = object()
+
+
+def holds(checks: tuple, args: tuple) -> bool:
+    """Every check finds what it expects (the Python twin of the C helper's check_holds)."""
+    for check in checks:
+        compare = check[0] // 10
+        now = _walk(check, args)
+        if compare == ABSENT:
+            if now is not _MISSING:
+                return False
+        elif now is _MISSING:
+            return False
+        elif compare == EQUAL:
+            try:
+                if not now == check[4]:
+                    return False
+            except Exception:
+                return False
+        elif compare == LAYOUT:
+            expected = check[4]
+            if now is not expected[0] or (getattr(now, "shape", None), getattr(
+                    now, "strides", None), getattr(now, "dtype", None)) != expected[1:]:
+                return False
+        elif now is not check[4] and not _same_method(now, check[4]):
+            return False
+    return True
+
+
+def _walk(check: tuple, args: tuple) -> Any:
+    root = check[0] % 10
+    a, b = check[1], check[2]
+    try:
+        now = a[b] if root == GLOBALS else a.cell_contents if root == CELL else \
+            a if root == OBJECT else args[b] if root == ARGUMENT else a()
+        for name in check[3]:
+            now = getattr(now, name)
+    except Exception:
+        return _MISSING
+    return now
+
+
+def _same_method(a: Any, b: Any) -> bool:
+    """Two reads of one method: a new bound-method object each time, the same instance and
+    function (what `==` says of methods)."""
+    return type(a) is type(b) and isinstance(a, (types.MethodType, types.BuiltinMethodType)) \
+        and a.__self__ is b.__self__ and a == b
+
+
+def _set_itself(chain: Chain, stored: frozenset[Chain]) -> bool:
+    """Does the function assign this chain, or one it starts with (`self.t`, `self.cfg`
+    for `self.cfg.x`)?"""
+    return any(s.root == chain.root and s.name == chain.name and
+               chain.attributes[:len(s.attributes)] == s.attributes for s in stored)
+
+
+def _start(chain: Chain, function: types.FunctionType, fixed: dict[str, Any]) -> Any:
+    """Where a chain starts, as (root, a, b); None where it is not state (a parameter
+    bound to nothing: *args)."""
+    if chain.root == GLOBAL:
+        return (GLOBALS, function.__globals__, chain.name)
+    if chain.root == CLOSURE:
+        cells = dict(zip(function.__code__.co_freevars, function.__closure__ or ()))
+        return (CELL, cells[chain.name], None) if chain.name in cells else None
+    if chain.name in fixed:
+        return (OBJECT, fixed[chain.name], None)
+    return (ARGUMENT, None, chain.name)
+
+
+def _code_function(fn: Callable) -> tuple[types.FunctionType | None, dict[str, Any]]:
+    """The Python function whose code runs when `fn` is called, and the objects its first
+    parameters are bound to (a bound method's instance, a callable object, a partial's)."""
+    fixed: dict[str, Any] = {}
+    while True:
+        if isinstance(fn, functools.partial):
+            inner, _ = _code_function(fn.func)
+            names = inner.__code__.co_varnames if inner is not None else ()
+            fixed.update(zip(names, fn.args))
+            fixed.update(fn.keywords)
+            fn = fn.func
+        elif isinstance(fn, types.MethodType):
+            code = fn.__func__.__code__ if isinstance(fn.__func__, types.FunctionType) else None
+            if code is not None and code.co_argcount:
+                fixed[code.co_varnames[0]] = fn.__self__
+            fn = fn.__func__
+        elif isinstance(fn, types.FunctionType):
+            return fn, fixed
+        elif isinstance(vars(type(fn)).get("__call__"), types.FunctionType):
+            fn = types.MethodType(vars(type(fn))["__call__"], fn)
+        else:
+            return None, fixed
+
+
+def _described(value: Any) -> Any:
+    try:
+        return arguments.describe(value)
+    except Exception:
+        return None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _key_shown(key: Any) -> str:
+    if key is _GONE or key == _GONE:
+        return "not set"
+    if isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], type):
+        return str(key[1])  # a value (static_key: its type and value or repr)
+    if isinstance(key, tuple) and key[:1] == ("key",):
+        return _shown(key[1])
+    if isinstance(key, tuple) and key[:1] == ("array",):
+        return f"an array at {key[2]:#x} of shape {key[3]}"
+    return repr(key)
