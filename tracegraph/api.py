@@ -15,7 +15,7 @@ from .backends import MISS
 from .cache import CacheInfo, Compiled, GraphCache
 from .collector import collection_paused
 from .contract import Contract, check_same
-from .errors import SignatureError, TraceError
+from .errors import SignatureError, StaleGraphError, TraceError
 from .ir import Program
 from .lower import Plan, lower
 from .passes import run_passes
@@ -52,6 +52,10 @@ class CompiledFunction:
         if backend not in backends.BACKENDS:
             raise TraceError(f"unknown backend {backend!r}", where=user_location(3),
                              fix=f"use one of {backends.BACKENDS}")
+        # @tg.compile over @staticmethod / @classmethod: the function, bound as they bind
+        self._binding = type(fn).__name__ if isinstance(fn, (staticmethod, classmethod)) \
+            else None
+        fn = getattr(fn, "__func__", fn) if self._binding else fn
         if "stream" in inspect.signature(fn).parameters:
             raise TraceError(f"{getattr(fn, '__qualname__', fn)} has a parameter named stream, "
                              "which is tracegraph's keyword for the CUDA stream a call runs on",
@@ -91,7 +95,12 @@ class CompiledFunction:
     # -- public ---------------------------------------------------------------
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         """On a method: bound to the instance, which is a static argument of each call
-        (one graph per instance, its captured device arrays by address)."""
+        (one graph per instance, its captured device arrays by address); over a
+        staticmethod, not bound; over a classmethod, bound to the class."""
+        if self._binding == "staticmethod":
+            return self
+        if self._binding == "classmethod":
+            return BoundCompiledFunction(self, objtype if objtype is not None else type(obj))
         if obj is None:
             return self
         return BoundCompiledFunction(self, obj)
@@ -239,7 +248,13 @@ class CompiledFunction:
             self._calls_seen += 1
             if self._calls_seen >= self._verify:
                 self._calls_seen = 0
-                check_same(entry.program, self._trace(call), self.__qualname__)
+                try:
+                    check_same(entry.program, self._trace(call), self.__qualname__)
+                except StaleGraphError:
+                    with self._lock:  # (never replayed again: the next call traces anew)
+                        self._cache.drop(entry.key)
+                        self._hot = None
+                    raise
         return entry
 
     def _retraced(self, call: Call) -> None:

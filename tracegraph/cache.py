@@ -86,6 +86,13 @@ class GraphCache:
                 return entry
         return None
 
+    def drop(self, key: tuple) -> None:
+        """Forget one entry (verify= found its graph stale) and release its executable."""
+        entry = self.entries.pop(key, None)
+        close = getattr(entry.executable, "close", None) if entry is not None else None
+        if close is not None:
+            close()
+
     def put(self, entry: Compiled, updated: bool) -> None:
         misses = self.stats.misses
         misses[entry.bucket] = misses.get(entry.bucket, 0) + 1

@@ -16,6 +16,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from .contract.chains import names_of
+
 _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "add",
                        "discard", "update", "setdefault", "popitem", "appendleft",
                        "extendleft", "sort", "reverse"})
@@ -38,6 +40,7 @@ def side_effects(fn: Callable) -> list[tuple[str, int]]:
         except ValueError:  # an empty cell
             pass
     found: list[tuple[str, int]] = []
+    kept = read_and_set(code)  # (warned about by the compiled function: api.py)
     line = code.co_firstlineno
     chain: tuple[str, Any] | None = None  # (dotted name, value) of a global/closure chain
     for ins in dis.get_instructions(code):
@@ -73,15 +76,23 @@ def side_effects(fn: Callable) -> list[tuple[str, int]]:
             except Exception:  # a property that raises: nothing further to see
                 chain = None
             continue
-        if op == "STORE_ATTR" and chain is not None:
+        if op == "STORE_ATTR" and chain is not None and f"{chain[0]}.{name}" not in kept:
             found.append((f"sets {chain[0]}.{name}, an attribute of an object defined outside "
                           "the traced function", line))
-        elif op == "STORE_GLOBAL":
+        elif op == "STORE_GLOBAL" and name not in kept:
             found.append((f"assigns the global {name}", line))
-        elif op == "STORE_DEREF" and name in code.co_freevars:
+        elif op == "STORE_DEREF" and name in code.co_freevars and name not in kept:
             found.append((f"assigns the nonlocal {name}", line))
         chain = None
     return found
+
+
+def read_and_set(code: types.CodeType) -> frozenset[str]:
+    """The chains the code both reads and sets (`STEP += 1`, `self.t = self.t + 1`)."""
+    names = names_of(code, code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    return frozenset(c.describe() for c in names.loaded if any(
+        s.root == c.root and s.name == c.name and c.attributes[:len(s.attributes)] ==
+        s.attributes for s in names.stored))
 
 
 def side_effect_message(fn_name: str, what: str) -> str:

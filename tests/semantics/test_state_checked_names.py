@@ -223,28 +223,46 @@ def test_a_method_called_on_self_does_not_trace_every_call(backend, fixed_device
 
 
 def test_state_the_function_sets_itself_is_not_checked_and_is_warned_about(backend):
-    """A counter the traced function bumps is its own state: its Python runs only when it
+    """A counter the traced method bumps is its own state: its Python runs only when it
     traces, so the graph keeps the value the trace read (a warning at the first trace
     says so) rather than tracing again on every call."""
     class Env:
+        def __init__(self):
+            self.t = 0
+
+        @tg.compile(backend=backend)
+        def step(self, x):
+            out = tg.empty_like(x)
+            scale[1, N](x, float(self.t), out)
+            self.t += 1
+            return out
+
+    env, x = Env(), _x()
+    with pytest.warns(UserWarning, match=r"sets self\.t, which it also reads") as caught:
+        np.testing.assert_array_equal(env.step(x), 0.0 * x)
+    assert caught[0].filename == __file__
+    for _ in range(3):
+        np.testing.assert_array_equal(env.step(x), 0.0 * x)
+    assert env.t == 1 and env.step.cache_info().graphs == 1
+
+
+def test_state_outside_the_function_it_reads_and_sets_is_one_warning(backend):
+    class Counter:
         t = 0
 
-    env = Env()
+    counter = Counter()
 
     @tg.compile(backend=backend)
     def step(x):
         out = tg.empty_like(x)
-        scale[1, N](x, float(env.t), out)
-        env.t += 1
+        scale[1, N](x, float(counter.t), out)
+        counter.t += 1
         return out
 
-    x = _x()
-    with pytest.warns(UserWarning, match=r"sets env\.t, which it also reads") as caught:
-        np.testing.assert_array_equal(step(x), 0.0 * x)
-    assert caught[0].filename == __file__
-    for _ in range(3):
-        np.testing.assert_array_equal(step(x), 0.0 * x)
-    assert env.t == 1 and step.cache_info().graphs == 1
+    with pytest.warns(UserWarning) as caught:
+        step(_x())
+    said = [str(w.message) for w in caught if "counter.t" in str(w.message)]
+    assert len(said) == 1 and "which it also reads" in said[0]
 
 
 def test_a_value_changed_on_every_call_warns_after_eight_traces(backend):

@@ -117,11 +117,10 @@ def test_a_positional_default_is_checked(backend):
     np.testing.assert_array_equal(f(x), 2.0 * x)
 
 
-def test_a_parameter_rebound_to_a_sub_object_is_not_checked_on_the_outer_one(backend):
-    """`cfg = cfg.model; cfg.dim`: the code loads `dim` from cfg.model, not from the
-    argument. The chain `cfg.dim` must follow what the code reads (or the docs must say a
-    rebound parameter is a local, baked in): today the check reads the outer object's
-    `dim` and the inner one's change is replayed stale."""
+def test_a_parameter_rebound_to_a_sub_object_is_a_local(backend):
+    """`cfg = cfg.model; cfg.dim`: a parameter the code assigns is a local, so none of its
+    chains are checked (the docs say so): the inner value is baked in, never read from the
+    outer object, and verify= catches the change."""
     inner = _ns(dim=2.0)
     outer = _ns(dim=1.0, model=inner)
 
@@ -135,7 +134,13 @@ def test_a_parameter_rebound_to_a_sub_object_is_not_checked_on_the_outer_one(bac
     x = _x()
     np.testing.assert_array_equal(f(x, outer), 2.0 * x)
     inner.dim = 5.0
-    np.testing.assert_array_equal(f(x, outer), 5.0 * x)
+    np.testing.assert_array_equal(f(x, outer), 2.0 * x)  # baked in
+    assert f._contract.chains == tuple(c for c in f._contract.chains if c.name != "cfg")
+    verified = tg.compile(f.__wrapped__, backend=backend, verify=True)
+    verified(x, outer)
+    inner.dim = 6.0
+    with pytest.raises(tg.StaleGraphError):
+        verified(x, outer)
 
 
 @pytest.mark.parametrize("make", [types.SimpleNamespace, argparse.Namespace],

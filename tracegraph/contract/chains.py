@@ -16,6 +16,8 @@ _LOAD_LOCAL = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW"})
 _LOAD_TWO_LOCALS = frozenset({"LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW",
                               "STORE_FAST_LOAD_FAST"})
 _LOAD_ATTRIBUTE = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
+_STORE_LOCAL = frozenset({"STORE_FAST", "DELETE_FAST", "STORE_DEREF", "DELETE_DEREF",
+                          "STORE_FAST_STORE_FAST"})
 # instructions that leave the chain's object where it was (their slots in the code)
 _TRANSPARENT = frozenset({"CACHE", "NOP", "EXTENDED_ARG"})
 
@@ -49,8 +51,12 @@ def names_of(code: types.CodeType, parameters: tuple[str, ...], *,
     stored: set[Chain] = set()
     _scan(code, frozenset(parameters), frozenset(parameters), frozenset(code.co_freevars),
           loaded, stored)
-    return Names(tuple(c for c in loaded if bare_parameters or c.root != PARAMETER or
-                       c.attributes), frozenset(stored))
+    # a parameter the code assigns (`cfg = cfg.model`) is a local: its chains are not the
+    # argument's
+    rebound = {c.name for c in stored if c.root == PARAMETER and not c.attributes}
+    return Names(tuple(c for c in loaded if (bare_parameters or c.root != PARAMETER or
+                                             c.attributes) and
+                       not (c.root == PARAMETER and c.name in rebound)), frozenset(stored))
 
 
 def _scan(code: types.CodeType, parameters: frozenset[str], captured: frozenset[str],
@@ -75,6 +81,11 @@ def _scan(code: types.CodeType, parameters: frozenset[str], captured: frozenset[
                 stored.add(last)
         elif op in ("STORE_GLOBAL", "DELETE_GLOBAL"):
             stored.add(Chain(GLOBAL, str(ins.argval)))
+        elif op in _STORE_LOCAL or op == "STORE_FAST_LOAD_FAST":
+            names = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
+            for name in names[:1] if op == "STORE_FAST_LOAD_FAST" else names:
+                if name in parameters or name in captured:
+                    stored.add(Chain(PARAMETER, str(name)))
         if chain is not None:
             loaded.setdefault(chain, None)
             last = chain

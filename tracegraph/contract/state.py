@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import TraceError
 from ..signature import arguments
-from ..signature.call import static_key
+from ..signature.call import Same, static_key
 from ..traced import Array
 from .chains import CLOSURE, GLOBAL, PARAMETER, Chain, names_of
 
@@ -30,23 +30,6 @@ IDENTITY, LAYOUT, EQUAL, ABSENT = 0, 1, 2, 3
 GLOBALS, CELL, OBJECT, ARGUMENT, CALL = 0, 1, 2, 3, 4
 _GONE = ("absent",)  # the key of a chain that finds nothing
 _VALUES = (int, float, complex, bool, str, bytes, type(None), np.generic)
-
-
-class Same:
-    """An object in a key, equal only to itself (held, so its id is not reused)."""
-    __slots__ = ("obj",)
-
-    def __init__(self, obj: Any):
-        self.obj = obj
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Same and other.obj is self.obj
-
-    def __hash__(self) -> int:
-        return id(self.obj)
-
-    def __repr__(self) -> str:
-        return f"<the object {_shown(self.obj)}>"
 
 
 def value_key(value: Any, inputs: frozenset[int] = frozenset()) -> Any:
@@ -79,31 +62,33 @@ class Contract:
     def __init__(self, fn: Callable, key: Callable[[], Any] | None, qualname: str):
         self.qualname = qualname
         self.key = key
-        function, fixed = _code_function(fn)
         self.kept: tuple[Chain, ...] = ()  # chains it reads and sets itself: not checked
-        self.chains: tuple[Chain, ...] = ()
-        self._starts: tuple[tuple[int, Any, Any], ...] = ()
-        self._kept_starts: tuple[Any, ...] = ()
-        self._by_name: inspect.Signature | None = None
-        self._positional: tuple[str, ...] = ()
-        if function is not None:
+        checked: list[tuple[Chain, Any]] = []
+        kept: list[tuple[Chain, Any]] = []
+        for function, fixed in _code_functions(fn):
             code = function.__code__
             count = code.co_argcount + code.co_kwonlyargcount + \
                 bool(code.co_flags & inspect.CO_VARARGS) + \
                 bool(code.co_flags & inspect.CO_VARKEYWORDS)
             names = names_of(code, code.co_varnames[:count])
-            self.kept = tuple(c for c in names.loaded if _set_itself(c, names.stored))
-            checked = [c for c in names.loaded if c not in self.kept]
-            starts = [_start(c, function, fixed) for c in checked]
-            self.chains = tuple(c for c, s in zip(checked, starts) if s is not None)
-            self._starts = tuple(s for s in starts if s is not None)
-            self._kept_starts = tuple(_start(c, function, fixed) for c in self.kept)
-            self._positional = tuple(n for n in code.co_varnames[:code.co_argcount]
-                                     if n not in fixed)
+            for chain in names.loaded:
+                start = _start(chain, function, fixed)
+                if start is not None and chain not in (c for c, _ in (*checked, *kept)):
+                    (kept if _set_itself(chain, names.stored) else checked).append(
+                        (chain, start))
+        self.chains = tuple(c for c, _ in checked)
+        self._starts = tuple(s for _, s in checked)
+        self.kept = tuple(c for c, _ in kept)
+        self._kept_starts = tuple(s for _, s in kept)
         try:
-            self._by_name = inspect.signature(fn)
+            self._by_name: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):
             self._by_name = None
+        parameters = list(self._by_name.parameters.values()) if self._by_name else []
+        self._positional = tuple(p.name for p in parameters if p.kind in (
+            p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        # parameters a plain positional call may leave at their defaults (keyword-only too)
+        self._defaults = {p.name: p.default for p in parameters if p.default is not p.empty}
 
     @property
     def empty(self) -> bool:
@@ -149,17 +134,21 @@ class Contract:
         """The checks as tuples (module docstring), expecting what they find now for a
         call of these positional arguments; None where one cannot be made that way."""
         out: list[tuple] = []
-        named = dict(zip(self._positional, args))
+        if len(args) > len(self._positional):
+            return None
+        named = self._arguments(args, {})
         given = {id(a) for a in args}
         for chain, start in zip(self.chains, self._starts):
             root, a, b = start
             if root == ARGUMENT and b not in named:
                 return None
             now, depth = self._find(chain, start, named)
-            if root == ARGUMENT:
+            if root == ARGUMENT and b in self._positional[:len(args)]:
                 b = self._positional.index(b)
                 if id(now) in given and depth < len(chain.attributes):
                     continue  # (an argument array's attributes: the very object is checked)
+            elif root == ARGUMENT:  # a parameter left at its default: that very object
+                root, a, b = OBJECT, named[b], None
             steps = chain.attributes[:depth]
             if now is _MISSING:
                 out.append((root + 10 * ABSENT, a, b, steps, None))
@@ -185,8 +174,10 @@ class Contract:
 
     # -- helpers ----------------------------------------------------------------------
     def _arguments(self, args: tuple, kwargs: dict) -> dict[str, Any]:
-        if not kwargs and len(args) == len(self._positional):
-            return dict(zip(self._positional, args))
+        if not kwargs and len(args) <= len(self._positional):
+            named = dict(self._defaults)
+            named.update(zip(self._positional, args))
+            return named
         if self._by_name is None:
             return {}
         try:
@@ -283,28 +274,38 @@ def _start(chain: Chain, function: types.FunctionType, fixed: dict[str, Any]) ->
     return (ARGUMENT, None, chain.name)
 
 
-def _code_function(fn: Callable) -> tuple[types.FunctionType | None, dict[str, Any]]:
-    """The Python function whose code runs when `fn` is called, and the objects its first
-    parameters are bound to (a bound method's instance, a callable object, a partial's)."""
+def _code_functions(fn: Callable) -> list[tuple[types.FunctionType, dict[str, Any]]]:
+    """The Python functions whose code is the compiled function's own, with the objects
+    their first parameters are bound to (a bound method's instance, a callable object, a
+    partial's arguments): the function that runs, and the ones it wraps (`__wrapped__`,
+    set by functools.wraps)."""
     fixed: dict[str, Any] = {}
     while True:
         if isinstance(fn, functools.partial):
-            inner, _ = _code_function(fn.func)
-            names = inner.__code__.co_varnames if inner is not None else ()
+            inner = _code_functions(fn.func)
+            names = inner[0][0].__code__.co_varnames if inner else ()
             fixed.update(zip(names, fn.args))
             fixed.update(fn.keywords)
             fn = fn.func
         elif isinstance(fn, types.MethodType):
-            code = fn.__func__.__code__ if isinstance(fn.__func__, types.FunctionType) else None
+            code = getattr(fn.__func__, "__code__", None)
             if code is not None and code.co_argcount:
                 fixed[code.co_varnames[0]] = fn.__self__
             fn = fn.__func__
+        elif isinstance(fn, (staticmethod, classmethod)):
+            fn = fn.__func__
         elif isinstance(fn, types.FunctionType):
-            return fn, fixed
+            break
         elif isinstance(vars(type(fn)).get("__call__"), types.FunctionType):
             fn = types.MethodType(vars(type(fn))["__call__"], fn)
         else:
-            return None, fixed
+            return []
+    out = [(fn, fixed)]
+    wrapped = getattr(fn, "__wrapped__", None)
+    while isinstance(wrapped, types.FunctionType) and len(out) < 8:
+        out.append((wrapped, {}))
+        wrapped = getattr(wrapped, "__wrapped__", None)
+    return out
 
 
 def _described(value: Any) -> Any:

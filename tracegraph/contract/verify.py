@@ -28,7 +28,7 @@ def check_same(then: Program, now: Program, qualname: str) -> None:
         f"and is {after} now (verify= traced the call again)", where=where or None,
         fix="declare the Python state it depends on with tg.compile(key=lambda: ...), or "
             "pass it to the function as an argument (a value that changes on every call: "
-            "dynamic=)")
+            "dynamic=); the stale graph is dropped, so the next call traces again")
 
 
 Found = tuple[str, str, str, str] | None  # (user's line, what differs, then, now)

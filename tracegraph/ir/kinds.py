@@ -2,10 +2,10 @@
 (so `op.kind == "kernel"` and f-strings read naturally)."""
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class _Named(str, Enum):
+class _Named(StrEnum):
     def __str__(self) -> str:
         return self.value
 

@@ -25,6 +25,24 @@ FLOATS = frozenset({float, complex, np.float16, np.float32, np.float64, np.longd
                     np.complex64, np.complex128, np.clongdouble})
 
 
+class Same:
+    """An object in a key, equal only to itself (held, so its id is not reused)."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Same and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __repr__(self) -> str:
+        text = repr(self.obj)
+        return f"<the object {text if len(text) <= 60 else text[:57] + '...'}>"
+
+
 def static_key(x: Any) -> tuple:
     """How a non-array argument enters the signature."""
     t = type(x)
@@ -174,6 +192,8 @@ class CallAnalyzer:
                                      where=user_location(6),
                                      fix="pass an integer in [-2**63, 2**64)")
             return ("dynamic scalar", type(leaf))
+        if not hashable(leaf):  # an object compared by its fields (a SimpleNamespace): by
+            return (type(leaf), "object", Same(leaf))  # identity, as other objects are
         return static_key(leaf)
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple[list, list, Any, tuple]:
