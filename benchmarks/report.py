@@ -58,6 +58,7 @@ def markdown(results):
         out += ["Contender notes:", ""] + [f"- {k}: {v}" for k, v in results["notes"].items()] + [""]
     out += [("Cells: median (p10–p90). Times in µs unless the metric ends in _ms; gbps in GB/s. "
             "`vs baseline` = baseline median / this median of the workload's primary metric."), ""]
+    out += ["## Summary", "", summary_markdown(results), ""]
     if results.get("targets"):
         out += [targets_markdown(results["targets"])]
     for wl in results["workloads"]:
@@ -136,6 +137,66 @@ def chart(results, path):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+# ---------------------------------------------------------------- summary
+
+def _better(primary):
+    """Whether a larger value of the metric is better (bandwidth) or a smaller (time)."""
+    return primary == "gbps"
+
+
+def _best(rows, primary):
+    if not rows:
+        return None
+    pick = max if _better(primary) else min
+    return pick(rows, key=lambda r: r["metrics"][primary]["median"])
+
+
+def summary_rows(results):
+    """One row per workload and case: tracegraph's best variant, the workload's baseline,
+    how many times faster tracegraph is, and the fastest other contender, by the primary
+    metric. Rows timed in a process of their own are left to the full tables."""
+    out = []
+    for wl in results["workloads"]:
+        primary, base = wl["primary"], wl.get("baseline")
+        rows = [r for r in results["rows"] if r["workload"] == wl["id"] and r["status"] == "ok"
+                and primary in r["metrics"] and not r["contender"].endswith("_own_process")]
+        for case in dict.fromkeys(r["case"] for r in rows):
+            here = [r for r in rows if r["case"] == case]
+            mine = _best([r for r in here if r["contender"].startswith("tracegraph")], primary)
+            others = [r for r in here if not r["contender"].startswith("tracegraph")]
+            baseline = next((r for r in others if r["contender"] == base), None)
+            value = mine["metrics"][primary]["median"] if mine else None
+            ref = baseline["metrics"][primary]["median"] if baseline else None
+            speedup = None
+            if value and ref:
+                speedup = value / ref if _better(primary) else ref / value
+            out.append({"workload": wl["id"], "case": case, "metric": primary,
+                        "tracegraph": mine and (mine["contender"], value),
+                        "baseline": baseline and (baseline["contender"], ref),
+                        "speedup": speedup, "fastest_other": (lambda b: b and (
+                            b["contender"], b["metrics"][primary]["median"]))(
+                                _best(others, primary))})
+    return out
+
+
+def summary_markdown(results):
+    """The summary rows as a Markdown table (docs/performance.md holds one per GPU kind)."""
+    def named(pair, plain=None):
+        if not pair:
+            return ""
+        name, v = pair
+        return fmt(v) if name == plain else f"{fmt(v)} ({name})"
+
+    out = ["| workload | case | metric | tracegraph | baseline | speedup | fastest other |",
+           "|---|---|---|---|---|---|---|"]
+    for r in summary_rows(results):
+        speed = f"{r['speedup']:.3g}x" if r["speedup"] else ""
+        out.append(f"| {r['workload']} | {r['case']} | `{r['metric']}` | "
+                   f"{named(r['tracegraph'], 'tracegraph')} | {named(r['baseline'])} | "
+                   f"{speed} | {named(r['fastest_other'])} |")
+    return "\n".join(out)
 
 
 # ---------------------------------------------------------------- targets

@@ -5,6 +5,13 @@ and chart.png.
     python benchmarks/run.py --out results/ --quick     # ~1.5 min
     python benchmarks/run.py --out results/ --only W1,W7
     NUMBA_ENABLE_CUDASIM=1 python benchmarks/run.py --smoke --out /tmp/smoke
+    python benchmarks/run.py --publish results/results.json
+
+A full run of every workload on a GPU also publishes itself as that GPU kind's current
+numbers (benchmarks/publish.py): benchmarks/results-<kind>.json and .md, the chart
+docs/img/performance-<kind>.png and its section of docs/performance.md (`--no-publish`
+keeps the tree as it is). `--publish FILE` does the same from a results file, running
+nothing.
 """
 import argparse
 import datetime
@@ -28,13 +35,39 @@ WORKLOADS = {"W1": "w1_chain", "W2": "w2_forkjoin", "W3": "w3_mlp", "W4": "w4_ca
 
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", help="output directory (required unless --publish)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help="fewer sizes and iterations")
     g.add_argument("--smoke", action="store_true",
                    help="tiny sizes on the Numba simulator (needs NUMBA_ENABLE_CUDASIM=1); no timing claims")
     p.add_argument("--only", default="", help="comma-separated workloads, e.g. W1,W2")
-    return p.parse_args(argv)
+    p.add_argument("--no-publish", action="store_true",
+                   help="a full run leaves benchmarks/results-<kind>.* and docs/ as they are")
+    p.add_argument("--publish", metavar="RESULTS_JSON",
+                   help="publish this results file as its GPU kind's numbers; run nothing")
+    args = p.parse_args(argv)
+    if not args.out and not args.publish:
+        p.error("--out is required (or --publish RESULTS_JSON)")
+    return args
+
+
+def publish(results, explicit):
+    """Publish `results` where they can stand as their GPU's current numbers; an explicit
+    --publish of a run that cannot is an error, a run's own publication is skipped. A
+    results file from before a workload existed is published with a note."""
+    from benchmarks import publish as pub
+    ran = [w["id"] for w in results["workloads"]]
+    reason = pub.why_not(results, ran if explicit else list(WORKLOADS))
+    missing = [w for w in WORKLOADS if w not in ran]
+    if explicit and not reason and missing:
+        print(f"[bench] note: {missing} are not in this results file", flush=True)
+    if reason:
+        if explicit:
+            raise SystemExit(f"not published: {reason}")
+        print(f"[bench] not published: {reason}", flush=True)
+        return
+    for path in pub.publish(results):
+        print(f"[bench] wrote {os.path.relpath(path, ROOT)}", flush=True)
 
 
 def git_rev():
@@ -47,6 +80,10 @@ def git_rev():
 
 def main(argv=None):
     args = parse(argv if argv is not None else sys.argv[1:])
+    if args.publish:
+        with open(args.publish) as f:
+            publish(json.load(f), explicit=True)
+        return 0
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     only = [w.strip().upper() for w in args.only.split(",") if w.strip()]
     unknown = [w for w in only if w not in WORKLOADS]
@@ -117,6 +154,8 @@ def main(argv=None):
     report.chart(results, os.path.join(args.out, "chart.png"))
     print(f"[bench] wrote {args.out}/results.json, results.md, chart.png "
           f"in {results['meta']['seconds']} s", flush=True)
+    if not args.no_publish and not only:
+        publish(results, explicit=False)
     return 0
 
 

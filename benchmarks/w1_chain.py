@@ -39,7 +39,7 @@ SPECIALIZED_SIGNATURE = _signature()
 
 
 def specialized(kernel, size):
-    """`kernel` as a C++ graph launches its like (issue 15, item 3): a wrapper kernel taking
+    """`kernel` as a C++ graph launches its like: a wrapper kernel taking
     the array's pointer alone, whose shape is a constant of the wrapper, calling the user's
     kernel as a device function (one u64 and two f32 parameters, where Numba passes an
     array as meminfo, parent, nitems, itemsize, data, shape and strides)."""

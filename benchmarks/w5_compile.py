@@ -64,7 +64,7 @@ def run(env, native=None):
             raise Skip(f"import tracegraph failed: {env.tg_error}")
         m = {"trace_ms": [], "lower_ms": [], "first_call_ms": [], "first_call_with_jit_ms": []}
         # one untimed first call: the first in a process also pays its one-time setup
-        # (imports, the device, the C helper), which --only W5 would otherwise time
+        # (imports, the device, the C extension), which --only W5 would otherwise time
         tg_compile(env, make_chain(axpb, n, grid, block))(x)
         sync()
         for _ in range(repeats):

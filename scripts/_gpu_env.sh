@@ -7,7 +7,7 @@ else
   export PYTHONPATH=$PWD
 fi
 export PYTHONUNBUFFERED=1
-# the optional C launch helper (setup.py), built in place: the tree is not pip-installed here
+# the optional C launch extension (setup.py), built in place: the tree is not pip-installed here
 python3 setup.py -q build_ext --inplace > /tmp/build_ext.log 2>&1
 python3 -c "import tracegraph.backends.cuda._graphlaunch" 2>/dev/null \
-  || echo "C launch helper not built: replays launch through cuda.core (/tmp/build_ext.log)"
+  || echo "C launch extension not built: replays launch through cuda.core (/tmp/build_ext.log)"

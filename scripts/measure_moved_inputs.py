@@ -17,7 +17,7 @@ from numba import cuda
 
 import tracegraph as tg
 from tracegraph import config
-from tracegraph.backends import moved_inputs
+from tracegraph.backends.cuda import moved_inputs
 
 
 @cuda.jit

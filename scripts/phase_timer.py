@@ -1,5 +1,5 @@
 """Timing wrappers around the phases of a compiled function's first call, for the scripts
-that split W5 (profile_compile.py, probe_w5_parts.py, probe_compile_phases.py): trace,
+that split W5 (profile_compile.py, probe_compile_phases.py): trace,
 passes, lower, the graph build (instantiate included) and instantiate, and the executable
 (the build and the rest of the backend's setup)."""
 from __future__ import annotations

@@ -3,7 +3,7 @@ simulator's) launching 1,000 kernels into the trace, a stand-in device array, an
 platform for the build (no driver calls, so the node build's driver part and instantiate
 are not in it). Run it with the Python the GPU machines have (3.12) to compare phases.
 
-    python scripts/probe_compile_phases.py [rounds]
+    python scripts/probe_compile_phases.py [repeats]
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _fake_platform_beside_real_numba() -> None:
 
 
 def main() -> None:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 15
+    repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 15
     _fake_platform_beside_real_numba()
     time_phases(lambda label, ms: PHASES.setdefault(label, []).append(ms))
     x = StandIn()
@@ -56,7 +56,7 @@ def main() -> None:
     PHASES.clear()
     gc.disable()
     total = []
-    for _ in range(rounds):
+    for _ in range(repeats):
         f = tg.compile(make_chain(axpb, 1000, 4, 256), backend="cuda")
         t0 = time.perf_counter()
         f.warmup(x)
@@ -65,7 +65,7 @@ def main() -> None:
     PHASES.pop("executable", None)
     PHASES["build"] = [b - i for b, i in zip(PHASES["build"], PHASES["instantiate"])]
     print(f"python {sys.version.split()[0]}: first call without the launch, 1,000 launches, "
-          f"median of {rounds}: {statistics.median(total):.2f} ms")
+          f"median of {repeats}: {statistics.median(total):.2f} ms")
     for name, values in PHASES.items():
         print(f"  {name:12s} {statistics.median(values):6.2f} ms")
 

@@ -105,7 +105,7 @@ def main() -> None:
     want = x0.copy()
     for _ in range(N_NODES):
         want = want * np.float32(A) + np.float32(B)
-    for _rep in range(2):  # interleaved twice: the lease's drift shows
+    for _rep in range(2):  # interleaved twice: the machine's drift shows
         for name, (kernel, args) in kernels(dev).items():
             graph = chain(kernel, args(ptr), config)
             x.copy_to_device(x0)

@@ -82,7 +82,7 @@ def launches(results: dict) -> None:
     from tracegraph.backends.cuda.platform import _c_launch
     c_launch = _c_launch()
     if c_launch is not None:
-        results["launch_us"]["tracegraph C helper cuGraphLaunch"] = per_call_us(
+        results["launch_us"]["tracegraph C extension cuGraphLaunch"] = per_call_us(
             lambda i: c_launch(handle, 0))
 
     os.environ["TRACEGRAPH_C_LAUNCH"] = "0"  # read when a graph's launcher is first made

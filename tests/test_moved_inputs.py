@@ -305,9 +305,9 @@ def test_copy_buffers_are_freed(gpu, monkeypatch):
         g(x)
         assert watched(g)
         del g
-    # In its own process the used memory stays flat (2 MiB, scripts/probe_copy_memory.py
-    # on the H200); after other tests in the same process 10 MiB were seen: what five
-    # copies would hold, a twentieth of what keeping them all would
+    # In its own process the used memory stays flat (2 MiB, measured alone on an H200);
+    # after other tests in the same process 10 MiB were seen: what five copies would hold,
+    # a twentieth of what keeping them all would
     assert free0 - _free_device_memory() <= 16 << 20
 
 
