@@ -424,6 +424,9 @@ class BoundCompiledFunction:
     def lower(self, *args: Any, **kwargs: Any) -> Plan:
         return self._fn.lower(self._obj, *args, **kwargs)
 
+    def warmup(self, *args: Any, **kwargs: Any) -> None:
+        self._fn.warmup(self._obj, *args, **kwargs)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._fn, name)
 

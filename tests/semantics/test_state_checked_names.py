@@ -355,3 +355,20 @@ def test_a_module_attribute_function_is_checked_by_identity(backend):
     np.testing.assert_array_equal(f(x), x)
     mod.k = _double
     np.testing.assert_array_equal(f(x), 2.0 * x)
+
+
+def test_a_compiled_method_warms_up_bound_to_its_instance(backend):
+    class Model:
+        factor = 2.0
+
+        @tg.compile(backend=backend)
+        def step(self, x):
+            out = tg.empty_like(x)
+            scale[1, N](x, self.factor, out)
+            return out
+
+    m = Model()
+    m.step.warmup(_x())
+    assert m.step.cache_info().graphs == 1
+    np.testing.assert_array_equal(m.step(_x()), 2.0 * _x())
+    assert m.step.cache_info().misses[0] == 1
