@@ -17,8 +17,8 @@ every rank's weights must equal a single-process NumPy run on the whole batch.
                                                            also 1 NCCL rank on the cuda
                                                            backend
     torchrun --nproc-per-node=2 examples/data_parallel_step.py   one NCCL rank per GPU
-                                                           (written, not yet run: no
-                                                           multi-GPU machine was lent)
+                                                           (not yet run on several
+                                                           GPUs)
 """
 from __future__ import annotations
 

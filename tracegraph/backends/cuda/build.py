@@ -5,8 +5,7 @@ of moved inputs and the bracket, then instantiation.
 The bracket: a graph with parallel branches gets a 4-byte memcpy before its roots and one
 after its sinks. On an H200 that ran graphs of 4 to 128 independent kernels 1.6-5.4x
 faster and 8 chains of 16 kernels 1.2-1.3x faster; a memcpy at one end only was erratic,
-empty nodes changed nothing; chains get none (there it cost about 2 us). Evidence:
-scripts/probe_memcpy_node_effect.py, docs/performance.md.
+empty nodes changed nothing; chains get none (there it cost about 2 us).
 """
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ from .node_checks import check_baked, check_co_resident
 from .pending import PendingKernels
 from .platform import error_name
 
-BRACKET = True  # scripts/probe_memcpy_node_effect.py turns it off to measure its effect
+BRACKET = True  # off only to measure its effect
 
 
 @dataclass

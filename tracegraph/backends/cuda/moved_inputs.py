@@ -27,7 +27,7 @@ from ...ir import EXTERNAL
 class Costs:
     """Microseconds, measured on an H200 (`python3 scripts/measure_moved_inputs.py` and
     `scripts/measure_backend.py`; docs/performance.md): host time to re-point one kernel
-    node or one memcpy node (the quieter of two leases: 1.5 and 1.1; the other gave 3.0 and
+    node or one memcpy node (the quieter of two runs: 1.5 and 1.1; the other gave 3.0 and
     2.2), the step time an in-graph device-to-device copy adds (fixed part plus bytes /
     bandwidth, fitted: 1.3 us + 1 us per MB), and build + instantiate time per node (13.6 to
     14.4 ms for 1,000 nodes, rounded up)."""

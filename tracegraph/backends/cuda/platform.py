@@ -5,8 +5,8 @@ edges, instantiation and executable updates; handles.py: what cuda.core has no A
 and Numba (allocations, compiled overloads). fake.py implements the same interface on the
 CPU for tests.
 
-Why cuda.bindings where cuda.core has the API (H100, docs/performance.md "fifth
-session"): a graph whose kernel node cuda.core made, or which cuda.core instantiated,
+Why cuda.bindings where cuda.core has the API (measured on an H100): a graph whose
+kernel node cuda.core made, or which cuda.core instantiated,
 launches 0.6 us or more dearer on the host every time (a retained user object). Re-pointing
 a kernel node writes parameter storage we own and makes one driver call
 (cuGraphExecKernelNodeSetParams, about 1.5 us on an H200). Replays on the default stream
@@ -73,7 +73,7 @@ class Platform(Protocol):
 
 # Numba cannot call cudaGraphSetConditional in a portable way, so the nodes that set a
 # conditional node's condition are these, compiled once per device with NVRTC through
-# cuda.core (seen working on an H200: benchmarks/platform-probe-h200.json)
+# cuda.core (seen working on an H200)
 CONDITION_SOURCE = r"""
 extern "C" __device__ __cudart_builtin__ void CUDARTAPI
 cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value);

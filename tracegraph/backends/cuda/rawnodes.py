@@ -3,9 +3,9 @@ would cost every launch: kernel, host-callback and event nodes, edges, instantia
 
 Why: cuda.core keeps what a kernel node uses alive by retaining a user object on its
 graph, and the driver pays for a retained user object on every launch of the executable
-(H100, scripts/probe_kernel_node.py: a one-kernel graph 1.5-1.7 us per launch bare,
-2.3-3.1 us with one user object, 11-15 us in another lease); cuda.core's instantiate costs
-another 0.6 us a launch (scripts/probe_graph_origin.py: 1.91 against 1.34 us). Here the
+(measured on an H100: a one-kernel graph 1.5-1.7 us per launch bare, 2.3-3.1 us with one
+user object); cuda.core's instantiate costs another 0.6 us a launch (1.91 against
+1.34 us). Here the
 Python side keeps what the nodes use alive instead: the executable holds the builder (its
 compiled kernels), the plan (events, callbacks) and `RawNode.keep`.
 
@@ -241,7 +241,7 @@ class Executable:
     """A graph instantiated by the driver (cuGraphInstantiate), with the part of cuda.core's
     Graph the backend uses. cuda.core's own instantiate makes every launch dearer: one
     kernel node, H100, host time per launch 1.91 us against 1.34 through the driver (and
-    CuPy's 1.31), scripts/probe_graph_origin.py."""
+    CuPy's 1.31)."""
 
     def __init__(self, gdef: Any, use_priority: bool = False):
         drv = driver()
