@@ -6,7 +6,8 @@ object holding a scalar and a kernel, stepped by a compiled method that walks
   checks and with them disabled (an empty contract): the checks' share of compiling;
 - the host time of a call with unchanged state and the very same arguments (the direct
   replay, checks included), and of a call with new argument objects (the full Python
-  path: signature, checks, cache, replay).
+  path: signature, checks, cache, replay); on the CPU stand-in, whose launches simulate
+  the kernels, the checks' part of each alone.
 
 Targets (the contract's issue): first call within 1.2x of the unchecked one; a replay at
 L = 100 within 1.5x of L = 1.
@@ -40,7 +41,7 @@ import numpy as np  # noqa: E402
 from numba import cuda  # noqa: E402
 
 import tracegraph as tg  # noqa: E402
-from tracegraph.contract import Contract  # noqa: E402
+from tracegraph.contract import Contract, holds  # noqa: E402
 
 N = 32
 
@@ -93,22 +94,30 @@ def first_call_ms(layers: int, checked: bool, repeats: int) -> float:
 
 
 def call_us(layers: int, same_objects: bool) -> float | None:
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" and not same_objects:
-        return None  # (the CPU stand-in simulates the kernels of a launch: not host work)
-    calls = 2000
+    """Host time of a call (on the CPU stand-in, whose launch simulates the kernels: of
+    the checks alone, the direct path's or the full path's)."""
     model = make_model(layers, True)
     xs = [cuda.to_device(np.ones(N)) for _ in range(2)]
     out = cuda.device_array(N)
-    for i in range(20 if same_objects else 4):
+    simulated = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+    for i in range(4):
         model.step(xs[0 if same_objects else i % 2], out)
     _sync()
-    samples = []
+    contract = model.step._contract
+    checks = contract.fast_checks((model, xs[0], out))
+    calls, samples = 2000, []
     gc.disable()
     try:
         for _ in range(15):
             t0 = time.perf_counter()
             for i in range(calls):
-                model.step(xs[0 if same_objects else i % 2], out)
+                x = xs[0 if same_objects else i % 2]
+                if not simulated:
+                    model.step(x, out)
+                elif same_objects:
+                    holds(checks, (model, x, out))
+                else:
+                    contract.state((model, x, out), {}, [model, x, out])
             samples.append((time.perf_counter() - t0) * 1e6 / calls)
             _sync()
     finally:

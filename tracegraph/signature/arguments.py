@@ -190,8 +190,15 @@ def alias_groups(infos: list[ArrayInfo | None]) -> list[tuple[int, int] | None]:
 
 def has_fixed_metadata(obj: Any) -> bool:
     """True for values whose shape, strides, dtype and address can never change, so a
-    replay may reuse what it read from the same object last time."""
-    return type(obj) in _FIXED or _reader_for_fixed(type(obj))
+    replay may reuse what it read from the same object last time; and for an object keyed
+    by identity (its type keeps object's == and hash: a model, a config) that is no array,
+    so the very object keys the signature the same (what its attributes hold is the
+    Python-state contract's: contract/)."""
+    t = type(obj)
+    return t in _FIXED or _reader_for_fixed(t) or (
+        t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__ and
+        not _has(t, "__cuda_array_interface__") and not _has(t, "__dlpack__") and
+        "__cuda_array_interface__" not in getattr(obj, "__dict__", ()))
 
 
 _FIXED = {int, float, bool, complex, str, type(None)}
