@@ -61,6 +61,7 @@ from .layout import (
     tuple_type,
     unflatten_params,
 )
+from .limits import CC_90, LaunchLimits, launch_limits
 from .simshared import fix_eager_shared_arrays
 from .simulate import (
     GridSyncError,
@@ -75,11 +76,13 @@ if SIMULATOR:
 install_hooks()  # inert until a tracer is active on a thread
 
 __all__ = [
+    "CC_90",
     "OPAQUE",
     "SIMULATOR",
     "GlobalRef",
     "GridSyncError",
     "KernelAccess",
+    "LaunchLimits",
     "allocation_refs",
     "array_type",
     "baked_device_arrays",
@@ -112,6 +115,7 @@ __all__ = [
     "kernel_is_debug",
     "kernel_name",
     "kernel_py_func",
+    "launch_limits",
     "layout_of",
     "ptx_for",
     "run_simulated",

@@ -45,6 +45,7 @@ from .functions import (
     _shape,
     declared_access,
 )
+from .launch_config import check_numba_form, checked_dims
 
 # ---------------------------------------------------------------------------
 # the tracer
@@ -129,6 +130,7 @@ class Tracer:
             warnings.warn(f"{where}: a stream given to {name} inside a traced function is "
                           "ignored; the graph orders launches by the data they touch",
                           stacklevel=4)
+        grid, block, shared = checked_dims(name, griddim, blockdim, sharedmem, where)
         traced_args = tuple(self._arg(a, name, where, i) for i, a in enumerate(args))
         # a loop launches one kernel with the same arguments again: what its parameters
         # touch is known then (the arrays it names as globals are looked up every time)
@@ -142,11 +144,15 @@ class Tracer:
         for ref, _ in depends:  # the device functions it calls through names, too
             self._check_still_bound(ref, ref.resolve(), name, where)
         self.ops.append(Op(OpKind.KERNEL, name, accesses, where,
-                           Launch(kernel, _dim3(griddim), _dim3(blockdim), int(sharedmem or 0),
-                                  traced_args, cooperative, self.node_attributes)))
+                           Launch(kernel, grid, block, shared, traced_args, cooperative,
+                                  self.node_attributes)))
         self.compiled_in.record(kernel, name, where, traced_args, args, self.ops[-1])
         if same is not None and not found_globals and not depends:
             self._same_launch[same] = (args, self.ops[-1])
+
+    def check_configuration(self, kernel: Any, griddim: Any, blockdim: Any) -> None:
+        """What Numba's kernel[griddim, blockdim] refuses, as a TraceError at that line."""
+        check_numba_form(_numba.kernel_name(kernel), griddim, blockdim, user_location(3))
 
     def _captured_accesses(self, found: tuple, kernel: str, where: str) -> tuple[Access, ...]:
         """Accesses to the device arrays a kernel names as globals or closure variables:
@@ -353,13 +359,6 @@ def _rebound(ref: Any, kernel: str, where: str, when: str) -> TraceError:
 _PLAIN = frozenset({Array, bool, int, float, np.float32, np.float64, np.int32, np.int64,
                     np.uint32, np.uint64, np.bool_, np.float16, np.int8, np.int16, np.uint8,
                     np.uint16, np.complex64, np.complex128})
-
-
-def _dim3(d: Any) -> tuple[int, int, int]:
-    if isinstance(d, (int, np.integer)):
-        return (int(d), 1, 1)
-    d = tuple(int(x) for x in d)
-    return d + (1,) * (3 - len(d))
 
 
 def _device_arrays(value: Any) -> list[Any]:
