@@ -26,6 +26,7 @@ def checked_dims(name: str, griddim: Any, blockdim: Any, sharedmem: Any, where: 
         raise TraceError(f"launch {said} asks for {sharedmem!r} bytes of dynamic shared "
                          "memory: that is a non-negative integer", where=where,
                          fix="pass the dynamic shared memory size in bytes as an int")
+    shared = int(sharedmem)
     limits = _numba.launch_limits()
     for what, dims, most in (("grid", grid, limits.grid), ("block", block, limits.block)):
         for axis, n, limit in zip(_AXES, dims, most):
@@ -43,12 +44,12 @@ def checked_dims(name: str, griddim: Any, blockdim: Any, sharedmem: Any, where: 
         raise TraceError(f"launch {said} has {threads} threads per block, over the limit of "
                          f"{limits.threads:,} ({limits.device})", where=where,
                          fix="use smaller blocks and more of them")
-    if sharedmem > limits.shared and not opt_in:
-        raise TraceError(f"launch {said} asks for {int(sharedmem):,} bytes of dynamic shared "
+    if shared > limits.shared and not opt_in:
+        raise TraceError(f"launch {said} asks for {shared:,} bytes of dynamic shared "
                          f"memory per block, over the limit of {limits.shared:,} "
                          f"({limits.device}; Numba launches without the opt-in to more)",
                          where=where, fix="use less shared memory per block (smaller tiles)")
-    return grid, block, int(sharedmem)
+    return grid, block, shared
 
 
 def check_numba_form(name: str, griddim: Any, blockdim: Any, where: str) -> None:
