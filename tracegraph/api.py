@@ -6,7 +6,6 @@ import functools
 import inspect
 import logging
 import threading
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +15,7 @@ from .cache import CacheInfo, Compiled, GraphCache
 from .collector import collection_paused
 from .errors import SignatureError, TraceError
 from .ir import Program
+from .location import warn
 from .lower import Plan, lower
 from .passes import run_passes
 from .signature import (
@@ -319,13 +319,12 @@ class CompiledFunction:
         why = (f"the Python value of {', '.join(changing)} differs between them (each value "
                "is baked into its own graph)" if changing else
                "their arguments differ in shape, dtype, strides, placement or aliasing")
-        filename, _, line = user_location(2).rpartition(":")
-        warnings.warn_explicit(
+        warn(
             f"{self.__qualname__} has compiled {len(self._cache)} graphs, one per signature: "
             f"{why}. Each costs a trace and a graph build. Declare values that change on "
             f'every call dynamic (tg.compile(dynamic={{"name": "value"}})), pass them as '
             f"device arrays, or call {self.__qualname__}.clear() to drop graphs no longer "
-            "needed", UserWarning, filename or "?", int(line) if line.isdigit() else 0)
+            "needed")
 
     def _signature_error(self, call: Call) -> SignatureError:
         where = user_location(4)

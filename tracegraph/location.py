@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from types import FrameType
 
 import numba
@@ -18,6 +19,12 @@ _NUMBA_DIRS = tuple(os.path.dirname(os.path.abspath(str(m.__file__))) + os.sep
 
 def user_location(depth: int = 1) -> str:
     """file:line of the innermost frame outside tracegraph, Numba and NumPy."""
+    frame = user_frame(depth + 1)
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
+
+
+def user_frame(depth: int = 1) -> FrameType | None:
+    """The innermost frame outside tracegraph, Numba and NumPy (None: there is none)."""
     frame: FrameType | None = sys._getframe(depth)
     while frame is not None:
         name = frame.f_code.co_filename
@@ -27,9 +34,23 @@ def user_location(depth: int = 1) -> str:
             internal = _internal[name] = filename.startswith(_PACKAGE_DIR) or \
                 filename.startswith(_NUMBA_DIRS) or filename.startswith("<frozen")
         if not internal:
-            return f"{name}:{frame.f_lineno}"
+            return frame
         frame = frame.f_back
-    return "?"
+    return None
+
+
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
+    """Warn at the user's line (user_frame), as warnings.warn does at a stack level: that
+    frame's module registry, so the usual filters ("default": once per line) apply."""
+    frame = user_frame(2)
+    if frame is None:
+        warnings.warn(message, category, stacklevel=2)
+        return
+    scope = frame.f_globals
+    warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
+                           module=scope.get("__name__", "<string>"),
+                           registry=scope.setdefault("__warningregistry__", {}),
+                           module_globals=scope)
 
 
 _internal: dict[str, bool] = {}  # a code object's file name -> inside tracegraph/Numba/NumPy

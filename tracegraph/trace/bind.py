@@ -3,6 +3,7 @@ function runs once with the tracer active, its results are bound, and written Nu
 inputs get their write-backs."""
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -110,8 +111,24 @@ def aliased_inputs(buffers: tuple[Buffer, ...] | list[Buffer], inputs: list[Inpu
 
 
 def _def_location(fn: Callable) -> str:
-    code = getattr(fn, "__code__", None)
-    return f"{code.co_filename}:{code.co_firstlineno}" if code else "?"
+    """Where the traced function is defined: a partial's function, a wrapper's wrapped
+    one, a callable object's __call__ (its class's line when that is not Python)."""
+    target: Any = fn
+    for _ in range(8):
+        code = getattr(target, "__code__", None)
+        if code is not None:
+            return f"{code.co_filename}:{code.co_firstlineno}"
+        inner = getattr(target, "func", None) or getattr(target, "__wrapped__", None) or \
+            getattr(target, "__func__", None)
+        if inner is None and not isinstance(target, type):
+            inner = inspect.getattr_static(type(target), "__call__", None)
+        if inner is None or inner is target:
+            break
+        target = inner
+    try:
+        return f"{inspect.getsourcefile(type(fn))}:{inspect.getsourcelines(type(fn))[1]}"
+    except (TypeError, OSError):
+        return user_location(3)
 
 
 def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,

@@ -13,12 +13,12 @@ import sys
 import sysconfig
 import threading
 import types
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._numba import compiling
+from ..location import warn
 
 # code of these packages and of the standard library (by where its file is: a module of
 # the user's may share a standard module's name, `sched.py`) is not the user's: its state
@@ -118,11 +118,11 @@ class Callees:
     def say_interrupted(self, name: str, where: str) -> None:
         """Warn where something replaced the trace function halfway through the trace."""
         if self.interrupted:
-            warnings.warn(f"tracegraph: a debugger replaced tracegraph's trace function while "
-                          f"{name} was traced, so the functions it called after that are not "
-                          "known: state they read is not checked by later calls. Call "
-                          "f.clear() and trace it again without stopping in it (traced at "
-                          f"{where})", UserWarning, stacklevel=5)
+            warn(f"tracegraph: a debugger replaced tracegraph's trace function while "
+                 f"{name} was traced, so the functions it called after that are not "
+                 "known: state they read is not checked by later calls. Call "
+                 "f.clear() and trace it again without stopping in it (traced at "
+                 f"{where})")
 
     def user_code(self) -> list[tuple[types.CodeType, dict, tuple]]:
         """The user's functions that ran, with their globals and the objects they ran on."""

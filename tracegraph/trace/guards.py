@@ -9,7 +9,6 @@ The guards themselves are in trace/checks.py.
 from __future__ import annotations
 
 import types
-import warnings
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import BufferKind
+from ..location import warn
 from ..pytree import container_shape, layout
 from ..signature import arguments
 from ..traced import Array, tracer_of, view_of
@@ -125,13 +125,12 @@ def _warn_kept(found: list[tuple[HostRef, Any]], name: str, where: str) -> None:
     kept = sorted({ref.describe() for ref, value in found
                    if isinstance(value, Array) and _made(value)})
     if kept:
-        warnings.warn(
+        warn(
             f"tracegraph: {name} keeps an array it made while tracing in "
             f"{', '.join(kept[:3])}: what is kept there is a stand-in for the graph's own "
             "memory, not a device array, so the next trace or an eager call fails on it. "
             "Make such arrays before the first call (in __init__, or by calling the "
-            f"function once without tracegraph), or return them (traced at {where})",
-            UserWarning, stacklevel=3)
+            f"function once without tracegraph), or return them (traced at {where})")
 
 
 def _made(a: Array) -> bool:
@@ -201,26 +200,25 @@ def _array_name(ref: HostRef) -> str:
 def _warn(name: str, where: str, cut: list[str], missing: list[Any],
           keeps: list[str]) -> None:
     if cut:
-        warnings.warn(f"tracegraph: looking for what {name} reaches by name (to see it "
-                      f"change between calls) stopped where {cut[0]}: a change past that "
-                      "point is not seen by replays. Pass what changes as arguments "
-                      f"(traced at {where})", UserWarning, stacklevel=3)
+        warn(f"tracegraph: looking for what {name} reaches by name (to see it "
+             f"change between calls) stopped where {cut[0]}: a change past that "
+             "point is not seen by replays. Pass what changes as arguments "
+             f"(traced at {where})")
     if missing:
-        warnings.warn(f"tracegraph: {name} passed {len(missing)} device array(s) to kernels "
-                      "that are neither its arguments nor found through a name its code "
-                      "uses (a global, closure variable, or an attribute or item of one of "
-                      "them or of an argument, at most 3 steps; e.g. an array a function it "
-                      "called returned): the graph keeps them by address, and rebinding "
-                      "where they come from will not be seen by replays. Pass them as "
-                      f"arguments of the traced function (traced at {where})", UserWarning,
-                      stacklevel=3)
+        warn(f"tracegraph: {name} passed {len(missing)} device array(s) to kernels "
+             "that are neither its arguments nor found through a name its code "
+             "uses (a global, closure variable, or an attribute or item of one of "
+             "them or of an argument, at most 3 steps; e.g. an array a function it "
+             "called returned): the graph keeps them by address, and rebinding "
+             "where they come from will not be seen by replays. Pass them as "
+             f"arguments of the traced function (traced at {where})")
     if keeps:
-        warnings.warn(f"tracegraph: {name} names {', '.join(sorted(set(keeps))[:3])}, which it "
-                      "(or a function it calls) also sets: that Python runs only when it "
-                      "traces, so replays keep the value the trace left, and repeat what the "
-                      "trace did with any value it read there (a flag cleared after a reset "
-                      "resets on every replay). Keep such state outside the traced function, or "
-                      f"pass it as an argument (traced at {where})", UserWarning, stacklevel=3)
+        warn(f"tracegraph: {name} names {', '.join(sorted(set(keeps))[:3])}, which it "
+             "(or a function it calls) also sets: that Python runs only when it "
+             "traces, so replays keep the value the trace left, and repeat what the "
+             "trace did with any value it read there (a flag cleared after a reset "
+             "resets on every replay). Keep such state outside the traced function, or "
+             f"pass it as an argument (traced at {where})")
 
 
 def _python_state(fn: Callable, ref: HostRef, value: Any, names: frozenset[str],

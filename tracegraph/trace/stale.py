@@ -3,10 +3,10 @@ replay that cannot take a graph, the warning of a function traced again and agai
 how a device argument's overlap with a captured array changed."""
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 from ..errors import SignatureError
+from ..location import warn
 from .checks import (
     VARIANTS,
     AbsentGuard,
@@ -54,13 +54,13 @@ def retraced(qualname: str, stale: Any, count: int) -> int:
     name (closest_stale, against the graph that differs least)."""
     if count == _RETRACES:
         stale = stale() if callable(stale) else stale
-        warnings.warn(f"tracegraph: {qualname} was traced again {count} times because "
-                      f"{stale.ref.describe()} (and the like) found another array, value, "
-                      "kernel, length or set of keys than its graphs were traced with: each "
-                      "trace builds a graph. Pass "
-                      "arrays that change between calls as arguments (a moved argument "
-                      "costs a re-point, not a trace), and values as arguments or "
-                      "dynamic={...: 'value'}", UserWarning, stacklevel=4)
+        warn(f"tracegraph: {qualname} was traced again {count} times because "
+             f"{stale.ref.describe()} (and the like) found another array, value, "
+             "kernel, length or set of keys than its graphs were traced with: each "
+             "trace builds a graph. Pass "
+             "arrays that change between calls as arguments (a moved argument "
+             "costs a re-point, not a trace), and values as arguments or "
+             "dynamic={...: 'value'}")
     return count
 
 

@@ -3,7 +3,6 @@ including the arrays kernels capture by address and Numba's host API called whil
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +31,7 @@ from ..ir import (
     args_key,
     contiguous_strides,
 )
-from ..location import user_location
+from ..location import user_location, warn
 from ..signature import arguments
 from ..traced import Array, DynamicScalar, tracer_of, view_of
 from .callees import untraced
@@ -127,9 +126,9 @@ class Tracer:
         name = _numba.kernel_name(kernel)
         if stream and not self._warned_stream:
             self._warned_stream = True
-            warnings.warn(f"{where}: a stream given to {name} inside a traced function is "
-                          "ignored; the graph orders launches by the data they touch",
-                          stacklevel=4)
+            warn(f"{where}: a stream given to {name} inside a traced function is ignored; the "
+                 "graph orders launches by the data they touch (give the graph's stream to "
+                 "the call instead)")
         grid, block, shared = checked_dims(name, griddim, blockdim, sharedmem, where)
         traced_args = tuple(self._arg(a, name, where, i) for i, a in enumerate(args))
         # a loop launches one kernel with the same arguments again: what its parameters
