@@ -256,6 +256,12 @@ def _device_array(tracer: Any, shape: Any, dtype: Any = float, strides: Any = No
 
 def _device_array_like(tracer: Any, ary: Any, stream: Any = 0) -> Any:  # noqa: ARG001
     import numpy as np
+    if getattr(ary, "shape", None) is None or getattr(ary, "dtype", None) is None:
+        from ..trace.origins import what_it_is
+        raise _refuse(f"cuda.device_array_like(ary) makes an array like the array `ary`, "
+                      f"and got {what_it_is(ary)}",
+                      "pass an array (a traced, device or NumPy array), or use "
+                      "cuda.device_array(shape, dtype)")
     strides = tuple(getattr(ary, "strides", ()))
     shape, dtype = tuple(ary.shape), np.dtype(ary.dtype)
     order = "F" if len(shape) > 1 and strides == _f_strides(shape, dtype.itemsize) else "C"

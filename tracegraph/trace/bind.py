@@ -61,6 +61,7 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     previous = _numba.set_tracer(tracer)
     try:
         args, kwargs = pytree.unflatten(tree, stand_ins[:pytree.leaf_count(tree)])
+        tracer.call = (fn, args, kwargs)
         tracer.length = stand_ins[-1] if len(stand_ins) > pytree.leaf_count(tree) else None
         with Callees() as callees:
             result = fn(*args, **kwargs)

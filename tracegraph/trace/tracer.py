@@ -45,6 +45,7 @@ from .functions import (
     declared_access,
 )
 from .launch_config import check_numba_form, checked_dims
+from .origins import what_it_is
 
 # ---------------------------------------------------------------------------
 # the tracer
@@ -70,6 +71,7 @@ class Tracer:
         # kernel, where first seen)
         self._bindings: dict[tuple, tuple[Any, Any, str, str]] = {}
         self.compiled_in = CompiledIn()  # what each specialization compiles in, then
+        self.call: tuple | None = None  # (fn, args, kwargs) traced: where values came from
 
     def new_buffer(self, nbytes: int, kind: BufferKind, name: str = "", *,
                    input_index: int | None = None,
@@ -96,6 +98,12 @@ class Tracer:
         return Array(self, view)
 
     def view_of(self, a: Array) -> View:
+        if not isinstance(a, Array):
+            raise TraceError(f"expected a traced array (an array argument of the traced "
+                             f"function, or one made in it), got {what_it_is(a)}",
+                             where=user_location(3),
+                             fix="pass the traced function's arrays, or arrays made with "
+                                 "tg.empty, tg.zeros or tg.ops")
         if tracer_of(a) is not self:
             raise TraceError("a traced array from another trace was used",
                              where=user_location(4),
@@ -130,7 +138,7 @@ class Tracer:
                  "graph orders launches by the data they touch (give the graph's stream to "
                  "the call instead)")
         grid, block, shared = checked_dims(name, griddim, blockdim, sharedmem, where)
-        traced_args = tuple(self._arg(a, name, where, i) for i, a in enumerate(args))
+        traced_args = tuple(self._arg(a, name, where, i, kernel) for i, a in enumerate(args))
         # a loop launches one kernel with the same arguments again: what its parameters
         # touch is known then (the arrays it names as globals are looked up every time)
         key = (id(kernel), args_key(traced_args), declared_access(kernel))
@@ -192,7 +200,7 @@ class Tracer:
         """(GlobalRef, what it held) of every global or closure variable kernels name."""
         return tuple((ref, value) for ref, value, _, _ in self._bindings.values())
 
-    def _arg(self, a: Any, kernel: str, where: str, i: int) -> Any:
+    def _arg(self, a: Any, kernel: str, where: str, i: int, launched: Any = None) -> Any:
         if isinstance(a, Array):
             return self.view_of(a)
         if isinstance(a, DynamicScalar):
@@ -203,24 +211,27 @@ class Tracer:
                                  fix="pass it as a 1-element device array the kernel reads")
             return ScalarArg(a.leaf)
         if isinstance(a, np.ndarray):
-            raise TraceError(f"argument {i} of {kernel} is a host NumPy array: Numba would "
+            raise TraceError(f"argument {i} of {kernel} is a host NumPy array "
+                             f"({_said(launched, i, a)}): Numba would "
                              "copy it to the device and back implicitly, which cannot be "
                              "part of a graph", where=where,
                              fix="pass it as an argument of the traced function (it becomes "
                                  "a graph input), or copy it to the device once with "
                                  "cuda.to_device outside")
         if isinstance(a, tuple):
-            items = [self._arg(x, kernel, where, i) for x in a]
+            items = [self._arg(x, kernel, where, i, launched) for x in a]
             return type(a)(*items) if hasattr(a, "_fields") else tuple(items)
         info = arguments.describe(a)
         if info is not None:
             return self._external(a, info)
         if _numba.scalar_type(a) is not None:
             return a
-        raise TraceError(f"argument {i} of {kernel} has type {type(a).__name__}, which cannot "
-                         "live in a graph", where=where,
-                         fix="pass traced arrays, device arrays, NumPy/Python scalars or tuples "
-                             "of these")
+        raise TraceError(f"argument {i} of {kernel} has type {type(a).__name__} "
+                         f"({_said(launched, i, a)}), which a kernel cannot take: it takes "
+                         "arrays, numbers, and tuples of these", where=where,
+                         fix="pass a device array (cuda.to_device(np.asarray(value)), or pass "
+                             "an array to the traced function), a traced array, a number or a "
+                             "tuple of these")
 
     def _external(self, obj: Any, info: arguments.ArrayInfo, host: bool = True) -> View:
         """A device array captured from outside: baked into the graph by address. Captured
@@ -343,6 +354,18 @@ class Tracer:
                                                  Access(src.buffer, *b, "r")),
                            where, Copy(dst, src, role)))
 
+
+
+def _said(kernel: Any, i: int, value: Any) -> str:
+    """Which parameter of the kernel got `value`, and where the value came from: "its
+    parameter out, given None (f's argument bias)"."""
+    try:
+        import inspect
+        names = list(inspect.signature(_numba.kernel_py_func(kernel)).parameters)
+    except Exception:  # not a kernel with a Python signature
+        names = []
+    param = f"its parameter {names[i]}, given " if i < len(names) else "given "
+    return param + what_it_is(value, inline=True)
 
 
 def _rebound(ref: Any, kernel: str, where: str, when: str) -> TraceError:
