@@ -3,13 +3,12 @@ backend; dynamic sizes through dynamic.py, the graphs held through cache.py."""
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import _numba, backends, config, dynamic
+from . import _numba, backends, config, dynamic, streams
 from .backends import MISS
 from .cache import CacheInfo, Compiled, GraphCache
 from .collector import collection_paused
@@ -28,6 +27,7 @@ from .signature import (
     distance,
     has_fixed_metadata,
     hashable,
+    order_diffs,
     static_key,
 )
 from .trace import aliased_inputs, trace_function, user_location
@@ -50,12 +50,6 @@ class CompiledFunction:
         if backend not in backends.BACKENDS:
             raise TraceError(f"unknown backend {backend!r}", where=user_location(3),
                              fix=f"use one of {backends.BACKENDS}")
-        if "stream" in inspect.signature(fn).parameters:
-            raise TraceError(f"{getattr(fn, '__qualname__', fn)} has a parameter named stream, "
-                             "which is tracegraph's keyword for the CUDA stream a call runs on",
-                             where=user_location(3),
-                             fix="rename the parameter (e.g. to cuda_stream); pass the graph's "
-                                 "stream as f(..., stream=s)")
         self._fn = fn
         self._backend_choice = backend
         self._backend: str | None = None
@@ -74,8 +68,8 @@ class CompiledFunction:
         scalars = frozenset() if dynamic_spec is None else dynamic_spec.scalars | {LENGTH}
         self._calls = CallAnalyzer(fn, self.__qualname__, scalars)
         # a call or replay of the very objects of the last one launches from C (W7)
-        self._enter = backends.fast_entry(self, self._slow_call)
-        self.replay = backends.fast_entry(self, self.replay)  # type: ignore[method-assign]
+        self._own_stream = streams.has_stream_parameter(fn)
+        self._enter, self.replay = streams.entries(self)  # type: ignore[method-assign]
 
     # -- public ---------------------------------------------------------------
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -94,9 +88,15 @@ class CompiledFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run: trace, compile and launch on the first call of a signature, else replay.
-        Inside another compiled function's trace, its launches join that trace. `stream=`
-        names the CUDA stream the call runs on."""
+        Inside another compiled function's trace, its launches join that trace. `stream=s`
+        runs the graph on CUDA stream s, unless the function has a parameter named stream
+        (then it is that argument): `f.on(s)(...)` works for every function."""
         return self._enter(*args, **kwargs)
+
+    def on(self, stream: Any) -> streams.OnStream:
+        """This function on CUDA stream `stream`: `f.on(s)(x)` calls, `f.on(s).replay(x)`
+        replays (streams.py)."""
+        return streams.OnStream(self, stream)
 
     def replay(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
         """Replay an already compiled signature; never traces (inside another compiled
@@ -335,6 +335,7 @@ class CompiledFunction:
         device_of(call, name, user_location(4))  # arrays on two GPUs: that error
         best = min(self._cache.entries.values(), key=lambda e: distance(e.key, call.key))
         diffs = device_diffs(best.key, call) or \
+            order_diffs(best.key, call, self._calls.positional_names) or \
             describe_mismatch(best.program, call, self._calls.positional_names)
         if best.key == call.key and best.captured:  # same arguments, other captured overlap
             diffs = [staleness.overlap_said(best.program, call)]
@@ -364,6 +365,9 @@ class BoundCompiledFunction:
 
     def lower(self, *args: Any, **kwargs: Any) -> Plan:
         return self._fn.lower(self._obj, *args, **kwargs)
+
+    def on(self, stream: Any) -> streams.OnStream:
+        return streams.OnStream(self._fn, stream, (self._obj,))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._fn, name)
