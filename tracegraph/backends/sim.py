@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import _numba, pytree
+from ..device_memory import MemoryExhausted
 from ..errors import LoweringError, TracegraphError
 from ..ir import (
     DEVICE_INPUT,
@@ -36,6 +37,14 @@ from ..signature.arguments import ArrayInfo, describe
 log = logging.getLogger("tracegraph.backends.sim")
 
 _POISON = 0xFF  # fresh graph memory reads as NaN (floats) or -1 (ints): unwritten output shows
+
+
+def _poisoned(nbytes: int, purpose: str) -> np.ndarray:
+    """Fresh graph memory (host memory here), or MemoryExhausted where there is none."""
+    try:
+        return np.full(nbytes, _POISON, np.uint8)
+    except MemoryError:
+        raise MemoryExhausted(nbytes, "host", purpose=purpose) from None
 
 
 def host_bytes(address: int, nbytes: int) -> np.ndarray:
@@ -97,10 +106,11 @@ class SimExecutable:
         self.order = (random_topological_order(plan, seed) if seed is not None
                       else [n.index for n in plan.nodes])
         # planned buffers are views of one arena (passes/memory.py), the others their own
-        arena = np.full(plan.program.arena_bytes, _POISON, np.uint8)
+        arena = _poisoned(plan.program.arena_bytes, "the arena of its intermediates")
         self.memory = {b.id: (arena[b.arena_offset:b.arena_offset + b.nbytes]
                               if b.arena_offset is not None else
-                              np.full(b.nbytes, _POISON, np.uint8)) for b in plan.buffers
+                              _poisoned(b.nbytes, f"buffer {b.name} of {plan.name}"))
+                       for b in plan.buffers
                        if b.kind in (TEMP, HOST_INPUT, STAGING, HOST_CONSTANT)}
         # memory that another buffer used earlier in the run is poisoned again before its
         # first use here: fresh memory reads as 0xFF bytes, planned or not
