@@ -219,17 +219,31 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
             outputs.append(None)  # type: ignore[arg-type]  # _copy_out fills it in
         elif isinstance(leaf, DynamicScalar):  # the call's own value, as eagerly
             outputs.append(OutputLeaf(OutputKind.INPUT, input_index=leaf.leaf))
-        elif isinstance(leaf, (np.ndarray,)) or arguments.describe(leaf) is not None:
-            raise TraceError(f"{name} returned a {type(leaf).__name__} at {path} that is not "
-                             "a traced array", where=_def_location(fn),
+        elif _is_device_array(leaf):
+            # a device array the function neither received nor made (a global, an
+            # attribute): handed back itself, as eagerly; captured, so that the name it
+            # was found by is checked on every call like a kernel's
+            tracer.view_or_external(leaf)
+            outputs.append(OutputLeaf(OutputKind.STATIC, value=leaf))
+        elif isinstance(leaf, np.ndarray) or arguments.describe(leaf) is not None:
+            raise TraceError(f"{name} returned a host array at {path} that is neither one of "
+                             "its arguments nor made by the graph (a NumPy array made or "
+                             "named while tracing): a replay cannot make it again",
+                             where=_def_location(fn),
                              fix="return arrays made inside the traced function (tg.empty, "
-                                 "tg.ops) or its array arguments")
+                                 "tg.ops), its array arguments or device arrays; make host "
+                                 "arrays outside it")
         else:
             outputs.append(OutputLeaf(OutputKind.STATIC, value=leaf))
     for results in copied.values():
         for group in _overlapping(results):
             _copy_out(tracer, group, outputs, device_mode, fn)
     return outputs, tree
+
+
+def _is_device_array(value: Any) -> bool:
+    info = arguments.describe(value)
+    return info is not None and info.placement == arguments.DEVICE
 
 
 def _overlapping(results: list[tuple[int, View, str]]) -> list[list[tuple[int, View, str]]]:
