@@ -34,6 +34,7 @@ from ..ir import (
 from ..location import user_location
 from ..signature import arguments
 from ..traced import Array, DynamicScalar
+from . import buffer_names
 from .bodies import as_programs, body_buffers, shadow_inputs
 from .callees import Callees
 from .guards import find_guards
@@ -80,6 +81,8 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     inputs = _mark_written_and_write_back(tracer, inputs)
     _refuse_constants_after_host_writes(tracer, inputs, infos)
     _refuse_compiled_in_after_host_writes(tracer, inputs, infos, leaves)
+    tracer.buffers = buffer_names.named(tracer.buffers, tracer.ops, outputs,
+                                        tracer.result_paths, tracer.given_names)
     ops = as_programs(tracer.ops, tuple(tracer.buffers), name)
     held = [b.external for b in tracer.buffers if b.kind == HOST_CONSTANT
             and isinstance(b.external, np.ndarray)]
@@ -186,6 +189,7 @@ def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
 def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_mode: bool,
                   name: str, fn: Callable, stand_ins: list[Any]) -> tuple[list[OutputLeaf], Any]:
     leaves, paths, tree = pytree.flatten(result, "result")
+    tracer.result_paths = paths
     # an input handed back is that input (two arguments may be the same memory)
     by_id = {id(a): i for i, a in enumerate(stand_ins) if isinstance(a, Array)}
     by_view: dict[View, int] = {}

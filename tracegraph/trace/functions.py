@@ -157,28 +157,40 @@ def _dtype(dtype: Any) -> np.dtype:
     return dt
 
 
-def empty(shape: Any, dtype: Any = np.float64) -> Array:
-    """A graph-owned array; its contents are undefined until a kernel writes them."""
-    return _active("empty").new_array(_shape(shape), _dtype(dtype), zero=False)
+def empty(shape: Any, dtype: Any = np.float64, *, name: str | None = None) -> Array:
+    """A graph-owned array; its contents are undefined until a kernel writes them.
+    `name`: what tg.visualize and messages call it (else the result it is, or the kernel
+    parameter that first writes it)."""
+    return _active("empty").new_array(_shape(shape), _dtype(dtype), zero=False,
+                                      name=_name(name))
 
 
-def zeros(shape: Any, dtype: Any = np.float64) -> Array:
-    """A graph-owned array set to zero by a memset node, on every replay."""
-    return _active("zeros").new_array(_shape(shape), _dtype(dtype), zero=True)
+def zeros(shape: Any, dtype: Any = np.float64, *, name: str | None = None) -> Array:
+    """A graph-owned array set to zero by a memset node, on every replay (`name`: as
+    tg.empty's)."""
+    return _active("zeros").new_array(_shape(shape), _dtype(dtype), zero=True,
+                                      name=_name(name))
 
 
-def empty_like(a: Any, dtype: Any = None) -> Array:
+def empty_like(a: Any, dtype: Any = None, *, name: str | None = None) -> Array:
     """A graph-owned array of `a`'s shape and dtype (or `dtype`), contents undefined."""
     tracer = _active("empty_like")
     shape, like = _like("empty_like", a)
-    return tracer.new_array(shape, _dtype(dtype or like), zero=False)
+    return tracer.new_array(shape, _dtype(dtype or like), zero=False, name=_name(name))
 
 
-def zeros_like(a: Any, dtype: Any = None) -> Array:
+def zeros_like(a: Any, dtype: Any = None, *, name: str | None = None) -> Array:
     """A graph-owned array of `a`'s shape and dtype (or `dtype`), set to zero."""
     tracer = _active("zeros_like")
     shape, like = _like("zeros_like", a)
-    return tracer.new_array(shape, _dtype(dtype or like), zero=True)
+    return tracer.new_array(shape, _dtype(dtype or like), zero=True, name=_name(name))
+
+
+def _name(name: Any) -> str | None:
+    if name is not None and not isinstance(name, str):
+        raise TraceError(f"name= is a string, got {type(name).__name__}",
+                         where=user_location(3), fix="pass name='what it holds'")
+    return name
 
 
 def _like(fn_name: str, a: Any) -> tuple[tuple[int, ...], Any]:

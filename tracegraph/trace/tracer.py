@@ -72,6 +72,8 @@ class Tracer:
         self._bindings: dict[tuple, tuple[Any, Any, str, str]] = {}
         self.compiled_in = CompiledIn()  # what each specialization compiles in, then
         self.call: tuple | None = None  # (fn, args, kwargs) traced: where values came from
+        self.given_names: set[int] = set()  # buffers made with name= (buffer_names.py)
+        self.result_paths: list[str] = []  # the results' paths, once bound
 
     def new_buffer(self, nbytes: int, kind: BufferKind, name: str = "", *,
                    input_index: int | None = None,
@@ -81,7 +83,8 @@ class Tracer:
         self.buffers.append(b)
         return b.id
 
-    def new_array(self, shape: tuple[int, ...], dtype: np.dtype, *, zero: bool) -> Array:
+    def new_array(self, shape: tuple[int, ...], dtype: np.dtype, *, zero: bool,
+                  name: str | None = None) -> Array:
         if any(s < 0 for s in shape):
             raise TraceError(f"negative dimension in shape {shape}", where=user_location(3),
                              fix="check the shape")
@@ -90,7 +93,9 @@ class Tracer:
             raise TraceError(f"an array of shape {shape} and dtype {dtype} would take "
                              f"{nbytes} bytes, more than any device can address",
                              where=user_location(3), fix="check the shape")
-        buf = self.new_buffer(nbytes, TEMP)
+        buf = self.new_buffer(nbytes, TEMP, name or "")
+        if name:
+            self.given_names.add(buf)
         view = View(buf, 0, shape, contiguous_strides(shape, dtype.itemsize), dtype)
         if zero and nbytes:
             self.ops.append(Op(OpKind.MEMSET, "zeros", (Access(buf, 0, nbytes, "w"),),
@@ -176,7 +181,7 @@ class Tracer:
                 info = arguments.describe(obj)
                 if info is None or info.placement != arguments.DEVICE:
                     continue
-                buf = self._external(obj, info, host=False).buffer
+                buf = self._external(obj, info, host=False, name=ref.short()).buffer
                 out.append(Access(buf, 0, self.buffers[buf].nbytes, mode))
         return tuple(out)
 
@@ -233,7 +238,8 @@ class Tracer:
                              "an array to the traced function), a traced array, a number or a "
                              "tuple of these")
 
-    def _external(self, obj: Any, info: arguments.ArrayInfo, host: bool = True) -> View:
+    def _external(self, obj: Any, info: arguments.ArrayInfo, host: bool = True,
+                  name: str = "") -> View:
         """A device array captured from outside: baked into the graph by address. Captured
         arrays whose bytes overlap share memory (ir.memory_regions orders them)."""
         lo, hi = info.extent
@@ -241,7 +247,8 @@ class Tracer:
             self.host_captured[id(obj)] = obj
         buf = self._externals.get(id(obj))
         if buf is None:
-            buf = self.new_buffer(hi - lo, EXTERNAL, f"captured{len(self._external_refs)}",
+            buf = self.new_buffer(hi - lo, EXTERNAL,
+                                  name or f"captured{len(self._external_refs)}",
                                   external=obj, address=lo)
             self._externals[id(obj)] = buf
             self._external_refs.append(obj)
