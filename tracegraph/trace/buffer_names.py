@@ -27,11 +27,12 @@ def named(buffers: list[Buffer], ops: list[Op], outputs: list[OutputLeaf],
         if leaf.kind == OutputKind.DEVICE and leaf.view is not None:
             names.setdefault(leaf.view.buffer, path)
     fills: dict[int, str] = {}  # what only a memset or copy writes: that op's name
+    params: dict[int, tuple[str, ...]] = {}
     for op in _in_order(ops):
         for a in op.accesses:
             if a.writes and a.buffer not in names:
                 if op.kind == OpKind.KERNEL:
-                    names[a.buffer] = _writer(op, a.buffer)
+                    names[a.buffer] = _writer(op, a.buffer, params)
                 else:
                     fills.setdefault(a.buffer, op.name)
     names = {**fills, **names}
@@ -58,8 +59,9 @@ def _in_order(ops: list[Op]) -> list[Op]:
     return found
 
 
-def _writer(op: Op, buffer: int) -> str:
-    """`kernel.parameter` of the op writing `buffer` (its name where not a kernel)."""
+def _writer(op: Op, buffer: int, params: dict[int, tuple[str, ...]]) -> str:
+    """`kernel.parameter` of the op writing `buffer` (its name where not a kernel).
+    `params`: each kernel's parameter names, as found (by id)."""
     if op.kind != OpKind.KERNEL:
         return op.name
     args = op.launch.args
@@ -67,14 +69,25 @@ def _writer(op: Op, buffer: int) -> str:
     kernel = op.launch.kernel
     if k is None or not _numba.is_kernel(kernel):
         return f"{op.name}.arg{k}" if k is not None else op.name
-    func = _numba.kernel_py_func(kernel)
-    try:
-        params = list(inspect.signature(func).parameters)
-    except (TypeError, ValueError):
-        params = []
-    param = params[k] if k < len(params) else f"arg{k}"
-    library = str(getattr(func, "__module__", "")).startswith("tracegraph.ops")
-    return f"{'tg.ops.' if library else ''}{op.name}.{param}"
+    names = params.get(id(kernel))
+    if names is None:
+        names = params[id(kernel)] = _parameters(_numba.kernel_py_func(kernel))
+    param = names[k] if k < len(names) else f"{names[-1]}[{k - len(names) + 1}]" \
+        if names and names[-1].startswith("*") else f"arg{k}"
+    library = str(getattr(_numba.kernel_py_func(kernel), "__module__", "")).startswith(
+        "tracegraph.ops")
+    return f"{'tg.ops.' if library else ''}{op.name}.{param.lstrip('*')}"
+
+
+def _parameters(func: Any) -> tuple[str, ...]:
+    """A function's positional parameters, a `*args` one last as "*args"."""
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return ()
+    names = code.co_varnames[:code.co_argcount]
+    if code.co_flags & inspect.CO_VARARGS:
+        names += ("*" + code.co_varnames[code.co_argcount + code.co_kwonlyargcount],)
+    return tuple(names)
 
 
 def _holds(arg: Any, buffer: int) -> bool:

@@ -18,6 +18,33 @@ def checked_dims(name: str, griddim: Any, blockdim: Any, sharedmem: Any, where: 
     """(grid, block, dynamic shared memory bytes) of `name[griddim, blockdim, 0,
     sharedmem]`, or a TraceError naming the launch and the rule it breaks. `opt_in`: the
     kernel may have opted in to more shared memory (a foreign kernel): not checked."""
+    # the common launch (Python ints within the limits) without building any message
+    grid, block = _plain(griddim), _plain(blockdim)
+    if grid is not None and block is not None and type(sharedmem) is int:
+        limits = _numba.launch_limits()
+        (gx, gy, gz), (bx, by, bz), (mx, my, mz), (tx, ty, tz) = \
+            grid, block, limits.grid, limits.block
+        if 0 < gx <= mx and 0 < gy <= my and 0 < gz <= mz and 0 < bx <= tx and \
+                0 < by <= ty and 0 < bz <= tz and bx * by * bz <= limits.threads and \
+                0 <= sharedmem and (opt_in or sharedmem <= limits.shared):
+            return grid, block, sharedmem
+    return _checked(name, griddim, blockdim, sharedmem, where, opt_in)
+
+
+def _plain(given: Any) -> tuple[int, int, int] | None:
+    """1 to 3 Python ints, padded with 1s; None for anything else (checked slowly)."""
+    t = type(given)
+    if t is int:
+        return (given, 1, 1)
+    if (t is tuple or t is list) and 1 <= len(given) <= 3 and \
+            all(type(d) is int for d in given):
+        full = (*given, 1, 1)
+        return (full[0], full[1], full[2])
+    return None
+
+
+def _checked(name: str, griddim: Any, blockdim: Any, sharedmem: Any, where: str,
+             opt_in: bool) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
     said = f"{name}[{_shown(griddim)}, {_shown(blockdim)}]"
     grid = _dims(said, "grid", griddim, where)
     block = _dims(said, "block", blockdim, where)
