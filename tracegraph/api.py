@@ -12,7 +12,6 @@ from . import _numba, backends, config, device_memory, dynamic, streams
 from .backends import MISS
 from .cache import CacheInfo, Compiled, GraphCache
 from .collector import collection_paused
-from .device_memory import said_out_of_memory
 from .errors import SignatureError, TraceError
 from .ir import Program
 from .location import warn
@@ -108,7 +107,7 @@ class CompiledFunction:
     def _slow_call(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
         return self._call(args, stream, kwargs, compile_missing=True)
 
-    @said_out_of_memory
+    @device_memory.said_out_of_memory
     def _call(self, args: tuple, stream: Any, kwargs: dict, *, compile_missing: bool) -> Any:
         hot = self._hot
         plain = not kwargs
@@ -134,7 +133,7 @@ class CompiledFunction:
         with collection_paused():
             return lower(self.trace(*args, **kwargs))
 
-    @said_out_of_memory
+    @device_memory.said_out_of_memory
     def warmup(self, *args: Any, **kwargs: Any) -> None:
         """Compile every bucket now (largest first, as serving stacks do, so shared memory
         is sized once), from example arguments of any length; a progress bar on a

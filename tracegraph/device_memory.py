@@ -11,6 +11,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from .errors import CudaError, OutOfMemoryError
 from .location import user_location
 
@@ -26,6 +28,15 @@ class MemoryExhausted(Exception):
         self.nbytes, self.place, self.free, self.total = nbytes, place, free, total
         self.purpose = purpose
         super().__init__(f"{nbytes} bytes of {place} memory could not be allocated")
+
+
+def host_memory(nbytes: int, fill: int, purpose: str) -> np.ndarray:
+    """`nbytes` of host memory set to `fill` (the simulator's graph memory), or
+    MemoryExhausted where there is none."""
+    try:
+        return np.full(nbytes, fill, np.uint8)
+    except MemoryError:
+        raise MemoryExhausted(nbytes, "host", purpose=purpose) from None
 
 
 def asked_for(purpose: str) -> Any:

@@ -2,10 +2,12 @@
 Numba and NumPy."""
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import warnings
 from types import FrameType
+from typing import Any
 
 import numba
 import numba.cuda
@@ -37,6 +39,27 @@ def user_frame(depth: int = 1) -> FrameType | None:
             return frame
         frame = frame.f_back
     return None
+
+
+def definition_location(fn: Any) -> str:
+    """Where the traced function is defined: a partial's function, a wrapper's wrapped
+    one, a callable object's __call__ (its class's line when that is not Python)."""
+    target: Any = fn
+    for _ in range(8):
+        code = getattr(target, "__code__", None)
+        if code is not None:
+            return f"{code.co_filename}:{code.co_firstlineno}"
+        inner = getattr(target, "func", None) or getattr(target, "__wrapped__", None) or \
+            getattr(target, "__func__", None)
+        if inner is None and not isinstance(target, type):
+            inner = inspect.getattr_static(type(target), "__call__", None)
+        if inner is None or inner is target:
+            break
+        target = inner
+    try:
+        return f"{inspect.getsourcefile(type(fn))}:{inspect.getsourcelines(type(fn))[1]}"
+    except (TypeError, OSError):
+        return user_location(3)
 
 
 def warn(message: str, category: type[Warning] = UserWarning) -> None:

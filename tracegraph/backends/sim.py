@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import _numba, pytree
-from ..device_memory import MemoryExhausted
+from ..device_memory import host_memory
 from ..errors import LoweringError, TracegraphError
 from ..ir import (
     DEVICE_INPUT,
@@ -37,14 +37,6 @@ from ..signature.arguments import ArrayInfo, describe
 log = logging.getLogger("tracegraph.backends.sim")
 
 _POISON = 0xFF  # fresh graph memory reads as NaN (floats) or -1 (ints): unwritten output shows
-
-
-def _poisoned(nbytes: int, purpose: str) -> np.ndarray:
-    """Fresh graph memory (host memory here), or MemoryExhausted where there is none."""
-    try:
-        return np.full(nbytes, _POISON, np.uint8)
-    except MemoryError:
-        raise MemoryExhausted(nbytes, "host", purpose=purpose) from None
 
 
 def host_bytes(address: int, nbytes: int) -> np.ndarray:
@@ -106,10 +98,10 @@ class SimExecutable:
         self.order = (random_topological_order(plan, seed) if seed is not None
                       else [n.index for n in plan.nodes])
         # planned buffers are views of one arena (passes/memory.py), the others their own
-        arena = _poisoned(plan.program.arena_bytes, "the arena of its intermediates")
+        arena = host_memory(plan.program.arena_bytes, _POISON, "the arena of its intermediates")
         self.memory = {b.id: (arena[b.arena_offset:b.arena_offset + b.nbytes]
                               if b.arena_offset is not None else
-                              _poisoned(b.nbytes, f"buffer {b.name} of {plan.name}"))
+                              host_memory(b.nbytes, _POISON, "buffer " + b.name))
                        for b in plan.buffers
                        if b.kind in (TEMP, HOST_INPUT, STAGING, HOST_CONSTANT)}
         # memory that another buffer used earlier in the run is poisoned again before its

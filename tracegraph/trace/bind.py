@@ -3,7 +3,6 @@ function runs once with the tracer active, its results are bound, and written Nu
 inputs get their write-backs."""
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -31,7 +30,7 @@ from ..ir import (
     View,
     op_graph,
 )
-from ..location import user_location
+from ..location import definition_location, user_location
 from ..signature import arguments
 from ..traced import Array, DynamicScalar
 from . import buffer_names
@@ -68,11 +67,11 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
             result = fn(*args, **kwargs)
     finally:
         _numba.set_tracer(previous)
-    callees.say_interrupted(name, _def_location(fn))
-    tracer.check_bindings(_def_location(fn))
+    callees.say_interrupted(name, definition_location(fn))
+    tracer.check_bindings(definition_location(fn))
     if len(tracer.ops) == n_prologue and not tracer.launches:
         raise TraceError(f"the traced function {name} launched nothing",
-                         where=_def_location(fn),
+                         where=definition_location(fn),
                          fix="launch at least one kernel (or tg.ops call) inside it, or call "
                              "it without @tg.compile")
     device_mode = any(i is not None and i.placement == arguments.DEVICE for i in infos)
@@ -81,13 +80,12 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     inputs = _mark_written_and_write_back(tracer, inputs)
     _refuse_constants_after_host_writes(tracer, inputs, infos)
     _refuse_compiled_in_after_host_writes(tracer, inputs, infos, leaves)
-    tracer.buffers = buffer_names.named(tracer.buffers, tracer.ops, outputs,
-                                        tracer.result_paths, tracer.given_names)
+    tracer.buffers = buffer_names.named(tracer, outputs)
     ops = as_programs(tracer.ops, tuple(tracer.buffers), name)
     held = [b.external for b in tracer.buffers if b.kind == HOST_CONSTANT
             and isinstance(b.external, np.ndarray)]
     guards = find_guards(fn, leaves, paths, list(tracer.host_captured.values()), name,
-                         _def_location(fn), held, _kernels(tracer.ops), callees.user_code(),
+                         definition_location(fn), held, _kernels(tracer.ops), callees.user_code(),
                          [b.external for b in tracer.buffers
                           if isinstance(b.external, np.ndarray)])
     return Program(name, ops, tuple(tracer.buffers), tuple(inputs), tree, tuple(outputs),
@@ -112,27 +110,6 @@ def aliased_inputs(buffers: tuple[Buffer, ...] | list[Buffer], inputs: list[Inpu
         lo, hi = info.extent
         pairs.update((inp.buffer, b) for x, y, b in captured if x < hi and lo < y)
     return frozenset(pairs)
-
-
-def _def_location(fn: Callable) -> str:
-    """Where the traced function is defined: a partial's function, a wrapper's wrapped
-    one, a callable object's __call__ (its class's line when that is not Python)."""
-    target: Any = fn
-    for _ in range(8):
-        code = getattr(target, "__code__", None)
-        if code is not None:
-            return f"{code.co_filename}:{code.co_firstlineno}"
-        inner = getattr(target, "func", None) or getattr(target, "__wrapped__", None) or \
-            getattr(target, "__func__", None)
-        if inner is None and not isinstance(target, type):
-            inner = inspect.getattr_static(type(target), "__call__", None)
-        if inner is None or inner is target:
-            break
-        target = inner
-    try:
-        return f"{inspect.getsourcefile(type(fn))}:{inspect.getsourcelines(type(fn))[1]}"
-    except (TypeError, OSError):
-        return user_location(3)
 
 
 def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
@@ -223,31 +200,22 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
             outputs.append(None)  # type: ignore[arg-type]  # _copy_out fills it in
         elif isinstance(leaf, DynamicScalar):  # the call's own value, as eagerly
             outputs.append(OutputLeaf(OutputKind.INPUT, input_index=leaf.leaf))
-        elif _is_device_array(leaf):
-            # a device array the function neither received nor made (a global, an
-            # attribute): handed back itself, as eagerly; captured, so that the name it
-            # was found by is checked on every call like a kernel's
+        elif (info := arguments.describe(leaf)) is not None and info.placement == "device":
+            # neither received nor made (a global): itself, as eagerly; its name is checked
             tracer.view_or_external(leaf)
             outputs.append(OutputLeaf(OutputKind.STATIC, value=leaf))
-        elif isinstance(leaf, np.ndarray) or arguments.describe(leaf) is not None:
+        elif isinstance(leaf, np.ndarray) or info is not None:
             raise TraceError(f"{name} returned a host array at {path} that is neither one of "
-                             "its arguments nor made by the graph (a NumPy array made or "
-                             "named while tracing): a replay cannot make it again",
-                             where=_def_location(fn),
-                             fix="return arrays made inside the traced function (tg.empty, "
-                                 "tg.ops), its array arguments or device arrays; make host "
-                                 "arrays outside it")
+                             "its arguments nor made by the graph (a NumPy array made or named "
+                             "while tracing): a replay cannot make it again",
+                             where=definition_location(fn), fix="return arrays made in it, "
+                             "its arguments or device arrays; make host arrays outside it")
         else:
             outputs.append(OutputLeaf(OutputKind.STATIC, value=leaf))
     for results in copied.values():
         for group in _overlapping(results):
             _copy_out(tracer, group, outputs, device_mode, fn)
     return outputs, tree
-
-
-def _is_device_array(value: Any) -> bool:
-    info = arguments.describe(value)
-    return info is not None and info.placement == arguments.DEVICE
 
 
 def _overlapping(results: list[tuple[int, View, str]]) -> list[list[tuple[int, View, str]]]:
@@ -278,7 +246,7 @@ def _copy_out(tracer: Tracer, results: list[tuple[int, View, str]], outputs: lis
     dst = tracer.new_buffer(stop - start, TEMP if device_mode else STAGING, paths)
     source = results[0][1].buffer
     tracer.copy(_bytes_view(dst, 0, stop - start), _bytes_view(source, start, stop - start),
-                f"copy out {paths}", CopyRole.OUTPUT, _def_location(fn))
+                f"copy out {paths}", CopyRole.OUTPUT, definition_location(fn))
     kind = OutputKind.DEVICE if device_mode else OutputKind.HOST
     for index, view, _ in results:
         outputs[index] = OutputLeaf(kind, view=View(dst, view.offset - start, view.shape,

@@ -18,10 +18,11 @@ def default_name(buffer: Buffer) -> bool:
     return buffer.name == f"{buffer.kind}{buffer.id}"
 
 
-def named(buffers: list[Buffer], ops: list[Op], outputs: list[OutputLeaf],
-          paths: list[str], given: set[int]) -> list[Buffer]:
-    """The buffers, graph-owned ones without a name given (`given`: those with) named by
-    the result they are or the first kernel parameter writing them."""
+def named(tracer: Any, outputs: list[OutputLeaf]) -> list[Buffer]:
+    """The tracer's buffers, graph-owned ones made without name= named by the result they
+    are (outputs, at tracer.result_paths) or the first kernel parameter writing them."""
+    buffers, ops, paths, given = (tracer.buffers, tracer.ops, tracer.result_paths,
+                                  tracer.given_names)
     names: dict[int, str] = {}
     for leaf, path in zip(outputs, paths):
         if leaf.kind == OutputKind.DEVICE and leaf.view is not None:

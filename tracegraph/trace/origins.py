@@ -30,6 +30,17 @@ def what_it_is(obj: Any, *, inline: bool = False) -> str:
     return f"{said} from {where}" if inline else f"{said} ({where})"
 
 
+def kernel_argument(kernel: Any, i: int, value: Any) -> str:
+    """Which parameter of the kernel got `value`, and where the value came from: "its
+    parameter out, given None (f's argument bias)"."""
+    try:
+        names = list(inspect.signature(_numba.kernel_py_func(kernel)).parameters)
+    except Exception:  # not a kernel with a Python signature
+        names = []
+    param = f"its parameter {names[i]}, given " if i < len(names) else "given "
+    return param + what_it_is(value, inline=True)
+
+
 def _a(noun: str) -> str:
     return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 

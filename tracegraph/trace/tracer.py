@@ -45,7 +45,7 @@ from .functions import (
     declared_access,
 )
 from .launch_config import check_numba_form, checked_dims
-from .origins import what_it_is
+from .origins import kernel_argument, what_it_is
 
 # ---------------------------------------------------------------------------
 # the tracer
@@ -217,7 +217,7 @@ class Tracer:
             return ScalarArg(a.leaf)
         if isinstance(a, np.ndarray):
             raise TraceError(f"argument {i} of {kernel} is a host NumPy array "
-                             f"({_said(launched, i, a)}): Numba would "
+                             f"({kernel_argument(launched, i, a)}): Numba would "
                              "copy it to the device and back implicitly, which cannot be "
                              "part of a graph", where=where,
                              fix="pass it as an argument of the traced function (it becomes "
@@ -232,8 +232,8 @@ class Tracer:
         if _numba.scalar_type(a) is not None:
             return a
         raise TraceError(f"argument {i} of {kernel} has type {type(a).__name__} "
-                         f"({_said(launched, i, a)}), which a kernel cannot take: it takes "
-                         "arrays, numbers, and tuples of these", where=where,
+                         f"({kernel_argument(launched, i, a)}), which a kernel cannot take: "
+                         "it takes arrays, numbers, and tuples of these", where=where,
                          fix="pass a device array (cuda.to_device(np.asarray(value)), or pass "
                              "an array to the traced function), a traced array, a number or a "
                              "tuple of these")
@@ -361,18 +361,6 @@ class Tracer:
                                                  Access(src.buffer, *b, "r")),
                            where, Copy(dst, src, role)))
 
-
-
-def _said(kernel: Any, i: int, value: Any) -> str:
-    """Which parameter of the kernel got `value`, and where the value came from: "its
-    parameter out, given None (f's argument bias)"."""
-    try:
-        import inspect
-        names = list(inspect.signature(_numba.kernel_py_func(kernel)).parameters)
-    except Exception:  # not a kernel with a Python signature
-        names = []
-    param = f"its parameter {names[i]}, given " if i < len(names) else "given "
-    return param + what_it_is(value, inline=True)
 
 
 def _rebound(ref: Any, kernel: str, where: str, when: str) -> TraceError:
