@@ -377,8 +377,8 @@ def test_a_failed_compile_leaves_nothing_behind(backend):
         return x
 
     f = tg.compile(step, backend=backend)
-    with pytest.raises(tg.LoweringError, match="1024 threads"):
-        f(np.ones(16), 2048)          # lowering refuses the block size
+    with pytest.raises(tg.TraceError, match="1,024"):
+        f(np.ones(16), 2048)          # refused at the launch
     assert f.compiled == () and f.latest is None
     x = np.ones(16)
     np.testing.assert_array_equal(f(x, 16), np.full(16, 2.0))

@@ -215,16 +215,17 @@ def test_event_and_host_nodes_are_lowered():
     assert plan.nodes[1].op.data.event is ev and plan.nodes[3].op.data.fn is print
 
 
-def test_bad_launch_dimensions_raise_lowering_error_at_the_launch():
+def test_bad_launch_dimensions_raise_an_error_at_the_launch():
     @tg.compile
     def f(x):
         iscale[1, 2048](x, 2.0)
         return x
 
-    with pytest.raises(tg.LoweringError, match=r"iscale is launched with grid") as e:
+    # refused where the launch is traced (tests/semantics/test_launch_config.py)
+    with pytest.raises(tg.TraceError, match=r"iscale\[1, 2048\] has block x = 2048") as e:
         f.lower(_dev())
     assert e.value.where.endswith(f"test_lower.py:{f.__wrapped__.__code__.co_firstlineno + 2}")
-    assert "1024" in e.value.fix
+    assert "1,024" in e.value.fix
 
 
 def test_cyclic_graph_is_refused():

@@ -747,14 +747,6 @@ def test_a_compiled_method(backend):
     assert len(Model.step.compiled) == 2
 
 
-def test_a_parameter_named_stream_is_refused_at_the_decorator():
-    with pytest.raises(tg.TraceError, match="stream") as e:
-        @tg.compile
-        def step(x, stream):
-            return x
-    assert e.value.where.startswith(__file__)
-
-
 def test_a_raising_callback_is_a_tracegraph_error(backend):
     def boom():
         raise ValueError("from the callback")

@@ -17,6 +17,7 @@ from .collectives import (
 from .errors import (
                     CudaError,
                     LoweringError,
+                    OutOfMemoryError,
                     SignatureError,
                     StaleGraphError,
                     TraceError,
@@ -49,7 +50,8 @@ __version__ = "0.2.0"
 
 __all__ = [
     "Array", "CacheInfo", "Communicator", "CompiledFunction", "CudaError", "DynamicScalar",
-    "LoweringError", "Plan", "Program", "SignatureError", "SimGroup", "StaleGraphError",
+    "LoweringError", "OutOfMemoryError", "Plan", "Program", "SignatureError", "SimGroup",
+    "StaleGraphError",
     "TraceError", "TracegraphError", "VerifyError", "access", "allgather", "allreduce", "broadcast",
     "callback", "compile", "else_", "empty", "empty_like", "if_", "launch", "length", "library",
     "node_attributes", "ops", "record", "reduce_scatter", "register_pytree_node", "sim_group",

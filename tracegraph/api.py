@@ -3,20 +3,19 @@ backend; dynamic sizes through dynamic.py, the graphs held through cache.py."""
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import threading
-import warnings
 from collections.abc import Callable
 from typing import Any
 
-from . import _numba, backends, config, dynamic
+from . import _numba, backends, config, device_memory, dynamic, streams
 from .backends import MISS
 from .cache import CacheInfo, Compiled, GraphCache
 from .collector import collection_paused
 from .contract import Contract, check_same
 from .errors import SignatureError, StaleGraphError, TraceError
 from .ir import Program
+from .location import warn
 from .lower import Plan, lower
 from .passes import run_passes
 from .signature import (
@@ -29,6 +28,7 @@ from .signature import (
     distance,
     has_fixed_metadata,
     hashable,
+    order_diffs,
     static_key,
 )
 from .trace import aliased_inputs, trace_function, user_location
@@ -56,12 +56,6 @@ class CompiledFunction:
         self._binding = type(fn).__name__ if isinstance(fn, (staticmethod, classmethod)) \
             else None
         fn = getattr(fn, "__func__", fn) if self._binding else fn
-        if "stream" in inspect.signature(fn).parameters:
-            raise TraceError(f"{getattr(fn, '__qualname__', fn)} has a parameter named stream, "
-                             "which is tracegraph's keyword for the CUDA stream a call runs on",
-                             where=user_location(3),
-                             fix="rename the parameter (e.g. to cuda_stream); pass the graph's "
-                                 "stream as f(..., stream=s)")
         self._fn = fn
         self._backend_choice = backend
         self._backend: str | None = None
@@ -89,8 +83,9 @@ class CompiledFunction:
                                  "key=lambda: (cfg.lr, model.version)")
         self._contract = Contract(fn, key, self.__qualname__)
         # a call or replay of the very objects of the last one launches from C (W7)
-        self._enter = backends.fast_entry(self, self._slow_call)
-        self.replay = backends.fast_entry(self, self.replay)  # type: ignore[method-assign]
+        self._own_stream = streams.has_stream_parameter(fn)
+        device_memory.register(self)
+        self._enter, self.replay = streams.entries(self)  # type: ignore[method-assign]
 
     # -- public ---------------------------------------------------------------
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -114,9 +109,15 @@ class CompiledFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run: trace, compile and launch on the first call of a signature, else replay.
-        Inside another compiled function's trace, its launches join that trace. `stream=`
-        names the CUDA stream the call runs on."""
+        Inside another compiled function's trace, its launches join that trace. `stream=s`
+        runs the graph on CUDA stream s, unless the function has a parameter named stream
+        (then it is that argument): `f.on(s)(...)` works for every function."""
         return self._enter(*args, **kwargs)
+
+    def on(self, stream: Any) -> streams.OnStream:
+        """This function on CUDA stream `stream`: `f.on(s)(x)` calls, `f.on(s).replay(x)`
+        replays (streams.py)."""
+        return streams.OnStream(self, stream)
 
     def replay(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
         """Replay an already compiled signature; never traces (inside another compiled
@@ -126,6 +127,7 @@ class CompiledFunction:
     def _slow_call(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
         return self._call(args, stream, kwargs, compile_missing=True)
 
+    @device_memory.said_out_of_memory
     def _call(self, args: tuple, stream: Any, kwargs: dict, *, compile_missing: bool) -> Any:
         hot = self._hot
         plain = not kwargs
@@ -157,6 +159,7 @@ class CompiledFunction:
         with collection_paused():
             return lower(self.trace(*args, **kwargs))
 
+    @device_memory.said_out_of_memory
     def warmup(self, *args: Any, **kwargs: Any) -> None:
         """Compile every bucket now (largest first, as serving stacks do, so shared memory
         is sized once), from example arguments of any length; a progress bar on a
@@ -270,38 +273,34 @@ class CompiledFunction:
         log.info("%s: traced again: %s", self.__qualname__, "; ".join(changes))
         self._retraces += 1
         if self._retraces == RETRACES and changes:
-            filename, _, line = user_location(4).rpartition(":")
-            warnings.warn_explicit(
+            warn(
                 f"tracegraph: {self.__qualname__} was traced again {self._retraces} times "
                 f"because the Python state it reads changed ({changes[0]}): each trace "
                 "builds a graph. Pass values that change between calls as arguments "
                 "(dynamic={...} for numbers), and keep state the function sets itself "
-                "outside it", UserWarning, filename or "?", int(line) if line.isdigit() else 0)
+                "outside it")
 
     def _warn_kept(self, args: tuple, kwargs: dict) -> None:
         """After a trace: state the function reads and sets itself (not checked: its Python
         runs only when it traces), once; a name holding an array the trace made (weights
         created lazily on the first call: `self.w = cuda.to_device(...)`): only a stand-in
         is kept there."""
-        filename, _, line = user_location(3).rpartition(":")
         if self._contract.kept and self._compiles == 1:
             names = ", ".join(c.describe() for c in self._contract.kept[:3])
-            warnings.warn_explicit(
+            warn(
                 f"the traced function {self.__qualname__} sets {names}, which it also reads: "
                 "its Python runs only when it traces, so replays neither change it nor see "
                 "its new value (the graph keeps what the trace read). Keep such state "
                 "outside the function and pass it in (an argument, dynamic= for a number), "
-                "or declare it with key=", UserWarning, filename or "?",
-                int(line) if line.isdigit() else 0)
+                "or declare it with key=")
         kept = self._contract.kept_stand_ins(args, kwargs)
         if kept:
-            warnings.warn_explicit(
+            warn(
                 f"tracegraph: {self.__qualname__} keeps an array it made while tracing in "
                 f"{', '.join(kept[:3])}: what is kept there is a stand-in for the graph's own "
                 "memory, not a device array, so the next trace or an eager call fails on it. "
                 "Make such arrays before the first call (in __init__, or by calling the "
-                "function once without tracegraph), or return them", UserWarning,
-                filename or "?", int(line) if line.isdigit() else 0)
+                "function once without tracegraph), or return them")
 
     def _for_captured(self, entry: Compiled, call: Call, *, compile_missing: bool) -> Any:
         """The graph compiled for how this call's device inputs overlap the captured
@@ -373,13 +372,12 @@ class CompiledFunction:
         why = (f"the Python value of {', '.join(changing)} differs between them (each value "
                "is baked into its own graph)" if changing else
                "their arguments differ in shape, dtype, strides, placement or aliasing")
-        filename, _, line = user_location(2).rpartition(":")
-        warnings.warn_explicit(
+        warn(
             f"{self.__qualname__} has compiled {len(self._cache)} graphs, one per signature: "
             f"{why}. Each costs a trace and a graph build. Declare values that change on "
             f'every call dynamic (tg.compile(dynamic={{"name": "value"}})), pass them as '
             f"device arrays, or call {self.__qualname__}.clear() to drop graphs no longer "
-            "needed", UserWarning, filename or "?", int(line) if line.isdigit() else 0)
+            "needed")
 
     def _signature_error(self, call: Call) -> SignatureError:
         where = user_location(4)
@@ -392,6 +390,7 @@ class CompiledFunction:
         best = min(self._cache.entries.values(),
                    key=lambda e: distance(_without_state(e.key), bare.key))
         diffs = device_diffs(_without_state(best.key), bare) or \
+            order_diffs(_without_state(best.key), bare, self._calls.positional_names) or \
             describe_mismatch(best.program, bare, self._calls.positional_names)
         if best.key == call.key and best.captured:  # same arguments, other captured overlap
             diffs = [_overlap_said(best.program, call)]
@@ -426,6 +425,9 @@ class BoundCompiledFunction:
 
     def warmup(self, *args: Any, **kwargs: Any) -> None:
         self._fn.warmup(self._obj, *args, **kwargs)
+
+    def on(self, stream: Any) -> streams.OnStream:
+        return streams.OnStream(self._fn, stream, (self._obj,))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._fn, name)

@@ -110,9 +110,16 @@ def dynamic_leaves(spec: DynamicSpec, paths: list[str], infos: list[ArrayInfo | 
         hits = [i for i, p in enumerate(paths) if p == name or p.startswith(name + ".")
                 or p.startswith(name + "[")]
         if not hits:
-            raise SignatureError(f"dynamic= names {name!r}, which is no argument of "
-                                 f"{qualname}", where=user_location(5),
-                                 fix=f"use the names of its parameters: {sorted(set(paths))}")
+            raise SignatureError(f"dynamic= names {name!r}, and {qualname}() got no array "
+                                 f"there (None, an empty container, or no argument of that "
+                                 "name)", where=user_location(5),
+                                 fix=f"pass an array as {name}, or name one of the arguments "
+                                     f"this call has: {sorted(set(paths))}")
+        if all(infos[i] is None for i in hits):
+            raise SignatureError(f"dynamic= names {name!r}, and {qualname}() got no array "
+                                 f"there, only other values: its axis {axis} cannot vary",
+                                 where=user_location(5),
+                                 fix=f"pass an array (a device or NumPy array) as {name}")
         for i in hits:
             info = infos[i]
             if info is None:

@@ -52,3 +52,13 @@ class CudaError(TracegraphError):
         if node:
             detail += f" in node {node}"
         super().__init__(detail, where=where, fix=fix)
+
+
+class OutOfMemoryError(CudaError):
+    """An allocation a graph needs (at build or replay) found no memory: says the bytes
+    asked (`nbytes`; None where the driver did not say), what holds memory, and the fix."""
+
+    def __init__(self, what: str, *, nbytes: int | None, where: str | None = None,
+                 fix: str | None = None):
+        self.nbytes = nbytes
+        super().__init__(what, error_name="CUDA_ERROR_OUT_OF_MEMORY", where=where, fix=fix)

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _numba
 from .errors import LoweringError
-from .ir import ForeignKernel, Op, OpKind, Program, ScalarArg, View, args_key
+from .ir import BufferKind, ForeignKernel, Op, OpKind, Program, ScalarArg, View, args_key
 from .plan import CScalar, Plan, PlanNode, Ptr, ScalarSlot
 
 __all__ = ["CScalar", "Plan", "PlanNode", "Ptr", "lower"]
@@ -161,7 +161,10 @@ def _foreign_node(i: int, op: Op, deps: tuple[int, ...],
 
 def _argtype(arg: Any, op: Op, program: Program) -> Any:
     if isinstance(arg, View):
-        layout = _numba.layout_of(arg.shape, arg.strides, arg.itemsize)
+        # an argument over a NumPy input is a NumPy array to eager Numba, typed by NumPy's
+        # flags; any other is a device array
+        host = program.buffers[arg.buffer].kind == BufferKind.HOST_INPUT
+        layout = _numba.layout_of(arg.shape, arg.strides, arg.itemsize, host=host)
         return _numba.array_type(arg.dtype, len(arg.shape), layout, arg.readonly)
     if isinstance(arg, tuple):
         return _numba.tuple_type([_argtype(a, op, program) for a in arg], type(arg))

@@ -27,8 +27,10 @@ from .devicearrays import (
     device_ordinal,
     device_view,
     is_device_array_type,
+    is_out_of_memory,
     is_simulated_device_array,
     is_simulated_device_array_type,
+    memory_info,
     simulated_device_array_host,
     to_device,
     view_at,
@@ -61,6 +63,7 @@ from .layout import (
     tuple_type,
     unflatten_params,
 )
+from .limits import CC_90, LaunchLimits, launch_limits
 from .simshared import fix_eager_shared_arrays
 from .simulate import (
     GridSyncError,
@@ -75,11 +78,13 @@ if SIMULATOR:
 install_hooks()  # inert until a tracer is active on a thread
 
 __all__ = [
+    "CC_90",
     "OPAQUE",
     "SIMULATOR",
     "GlobalRef",
     "GridSyncError",
     "KernelAccess",
+    "LaunchLimits",
     "allocation_refs",
     "array_type",
     "baked_device_arrays",
@@ -106,13 +111,16 @@ __all__ = [
     "is_device_array_type",
     "is_device_function",
     "is_kernel",
+    "is_out_of_memory",
     "is_simulated_device_array",
     "is_simulated_device_array_type",
     "kernel_extensions",
     "kernel_is_debug",
     "kernel_name",
     "kernel_py_func",
+    "launch_limits",
     "layout_of",
+    "memory_info",
     "ptx_for",
     "run_simulated",
     "same_binding",

@@ -57,6 +57,12 @@ class GlobalRef:
             return (id(func), self.path)
         return (id(func.__globals__), self.path)
 
+    def short(self) -> str:
+        """The name as the code writes it (W, cfg.w), for naming the buffer."""
+        if self.path[0] == "<default>":
+            return f"default of {'.'.join(self.path[1:])}"
+        return ".".join(self.path[1:] if self.path[0] == "<closure>" else self.path)
+
     def describe(self) -> str:
         func = self.func()
         where = getattr(func, "__name__", "?")

@@ -130,3 +130,19 @@ def device_array_at(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...],
     if np.dtype(dtype).names:
         desc["descr"] = np.dtype(dtype).descr
     return cuda.from_cuda_array_interface(desc, owner=None, sync=False)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Is this Numba's error for an allocation the driver had no memory for?"""
+    code = getattr(exc, "code", None)
+    return "OUT_OF_MEMORY" in str(getattr(code, "name", code)) or code == 2 or \
+        "CUDA_ERROR_OUT_OF_MEMORY" in str(exc)
+
+
+def memory_info() -> tuple[int | None, int | None]:
+    """(free, total) bytes of the current device's memory; (None, None) where unknown."""
+    try:
+        free, total = cuda.current_context().get_memory_info()
+        return int(free), int(total)
+    except Exception:  # no context to ask
+        return None, None

@@ -104,8 +104,17 @@ def _install_dispatcher_hooks() -> None:
         tracer.record_launch(self.dispatcher, (grid, 1, 1), (tpb, 1, 1), self.sharedmem, args,
                              stream=bool(self.stream))
 
+    original_configure = d.CUDADispatcher.configure
+
+    def configure(self, griddim, blockdim, stream=0, sharedmem=0):
+        tracer = current_tracer()
+        if tracer is not None:  # Numba's own refusals, as tracegraph's at the user's line
+            tracer.check_configuration(self, griddim, blockdim)
+        return original_configure(self, griddim, blockdim, stream, sharedmem)
+
     d.CUDADispatcher.call = call
     d.ForAll.__call__ = forall
+    d.CUDADispatcher.configure = configure
 
 
 class _ConfiguredLaunch:
@@ -115,12 +124,13 @@ class _ConfiguredLaunch:
         self.kernel, self.configuration = kernel, configuration
 
     def __call__(self, *args: Any) -> None:
-        from numba.cuda.errors import normalize_kernel_dimensions
-        config = self.configuration
-        grid, block = normalize_kernel_dimensions(*config[:2])
+        config = self.configuration  # checked as Numba checks it by the tracer
+        if not isinstance(config, tuple):
+            config = (config,)
+        grid, block = (*config, None, None)[:2]
         stream = config[2] if len(config) >= 3 else 0
         sharedmem = config[3] if len(config) >= 4 else 0
-        current_tracer().record_launch(self.kernel, tuple(grid), tuple(block), sharedmem, args,
+        current_tracer().record_launch(self.kernel, grid, block, sharedmem, args,
                                        stream=_stream_given(stream))
 
 
@@ -246,6 +256,12 @@ def _device_array(tracer: Any, shape: Any, dtype: Any = float, strides: Any = No
 
 def _device_array_like(tracer: Any, ary: Any, stream: Any = 0) -> Any:  # noqa: ARG001
     import numpy as np
+    if getattr(ary, "shape", None) is None or getattr(ary, "dtype", None) is None:
+        from ..trace.origins import what_it_is
+        raise _refuse(f"cuda.device_array_like(ary) makes an array like the array `ary`, "
+                      f"and got {what_it_is(ary)}",
+                      "pass an array (a traced, device or NumPy array), or use "
+                      "cuda.device_array(shape, dtype)")
     strides = tuple(getattr(ary, "strides", ()))
     shape, dtype = tuple(ary.shape), np.dtype(ary.dtype)
     order = "F" if len(shape) > 1 and strides == _f_strides(shape, dtype.itemsize) else "C"

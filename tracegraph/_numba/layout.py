@@ -2,6 +2,7 @@
 parent, nitems, itemsize, data, shape..., strides...), and the compiled overload."""
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from ..ir import ScalarArg
 from ..plan import CScalar, ScalarSlot
-from .kernels import kernel_py_func
+from .kernels import SIMULATOR, kernel_py_func
 
 _array_types: dict[tuple, Any] = {}
 
@@ -36,8 +37,27 @@ def dtype_problem(dtype: np.dtype) -> str | None:
     return None
 
 
-def layout_of(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> str:
-    """Numba's layout letter for an array of this shape and strides."""
+def layout_of(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int, *,
+              host: bool = False) -> str:
+    """Numba's layout letter for an array of this shape and strides, as Numba types the
+    argument eager code passes: a NumPy array (`host`) by NumPy's contiguity flags; a
+    device array as numba-cuda's `_numba_type_` does, where an array with a zero stride
+    is "A" (a broadcast: hard-coded strides would be wrong) unless it has no elements
+    (every empty array is "C"); the simulator's device arrays count a zero stride even
+    then."""
+    c, f = _contiguous(shape, strides, itemsize)
+    if not host and 0 in strides and (SIMULATOR or math.prod(shape) != 0):
+        return "A"
+    return "C" if c else "F" if f else "A"
+
+
+def _contiguous(shape: tuple[int, ...], strides: tuple[int, ...],
+                itemsize: int) -> tuple[bool, bool]:
+    """(C, F) contiguity as NumPy (and numba-cuda's dummy arrays) flag it: dimensions of
+    one element are skipped, and an array without elements is both."""
+    if 0 in shape:
+        return True, True
+
     def contiguous(dims: Any) -> bool:
         expected = itemsize
         for n, s in dims:
@@ -46,11 +66,7 @@ def layout_of(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -
             expected *= n
         return True
     pairs = list(zip(shape, strides))
-    if contiguous(reversed(pairs)):
-        return "C"
-    if contiguous(pairs):
-        return "F"
-    return "A"
+    return contiguous(reversed(pairs)), contiguous(pairs)
 
 
 _scalar_types: dict[type, Any] = {}
@@ -184,7 +200,6 @@ def select_overload(kernel: Any, argtypes: tuple) -> tuple:
     types: the exact types where the dispatcher may compile, else the declared signature
     it converts them to (unsafe conversions allowed, as Numba's dispatcher does when
     compilation is disabled). Raises TypeError as the eager launch would."""
-    from .kernels import SIMULATOR
     if SIMULATOR:
         signatures = getattr(kernel, "_tracegraph_signatures", None)
         if not signatures:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import _numba, pytree
+from ..device_memory import host_memory
 from ..errors import LoweringError, TracegraphError
 from ..ir import (
     DEVICE_INPUT,
@@ -97,10 +98,11 @@ class SimExecutable:
         self.order = (random_topological_order(plan, seed) if seed is not None
                       else [n.index for n in plan.nodes])
         # planned buffers are views of one arena (passes/memory.py), the others their own
-        arena = np.full(plan.program.arena_bytes, _POISON, np.uint8)
+        arena = host_memory(plan.program.arena_bytes, _POISON, "the arena of its intermediates")
         self.memory = {b.id: (arena[b.arena_offset:b.arena_offset + b.nbytes]
                               if b.arena_offset is not None else
-                              np.full(b.nbytes, _POISON, np.uint8)) for b in plan.buffers
+                              host_memory(b.nbytes, _POISON, "buffer " + b.name))
+                       for b in plan.buffers
                        if b.kind in (TEMP, HOST_INPUT, STAGING, HOST_CONSTANT)}
         # memory that another buffer used earlier in the run is poisoned again before its
         # first use here: fresh memory reads as 0xFF bytes, planned or not

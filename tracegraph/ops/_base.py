@@ -61,10 +61,12 @@ def require_array(op: str, x: Any, name: str = "x") -> Array:
                    "it static (not in dynamic=)")
     if isinstance(x, np.ndarray) or hasattr(x, "__cuda_array_interface__") or (
             _numba.is_simulated_device_array(x)):
-        raise fail(op, f"{name} is a {type(x).__name__}, not a traced array",
+        kind = type(x).__name__ if isinstance(x, np.ndarray) else "device array"
+        raise fail(op, f"{name} is a {kind}, not a traced array",
                    "pass it as an argument of the @tg.compile function (it becomes a graph "
                    "input); ops work on the traced arrays inside the function")
-    raise fail(op, f"{name} must be a traced array, got {type(x).__name__}",
+    from ..trace.origins import what_it_is
+    raise fail(op, f"{name} must be a traced array, got {what_it_is(x)}",
                "call tg.ops inside a @tg.compile function on its array arguments or on "
                "arrays made there (tg.empty, other ops)")
 

@@ -21,7 +21,7 @@ from .call import (
     static_key,
     weak,
 )
-from .mismatch import describe_mismatch, device_diffs, distance
+from .mismatch import describe_mismatch, device_diffs, distance, order_diffs
 
 __all__ = [
     "DEVICE",
@@ -39,6 +39,7 @@ __all__ = [
     "distance",
     "has_fixed_metadata",
     "hashable",
+    "order_diffs",
     "same_value",
     "static_key",
     "weak",

@@ -20,6 +20,7 @@ from .. import pytree
 from ..errors import SignatureError, TraceError
 from ..location import user_location
 from . import arguments
+from .keywords import keyword_order_matters
 
 FLOATS = frozenset({float, complex, np.float16, np.float32, np.float64, np.longdouble,
                     np.complex64, np.complex128, np.clongdouble})
@@ -86,6 +87,9 @@ class CallAnalyzer:
             for p in params) else None)
         self.param_names = list(self.pysig.parameters)
         self.flat_tree = pytree.structure(((0,) * len(params), {}))
+        # keywords are matched by name: their order is part of the signature only where
+        # the function's **kwargs is used beyond reading it by name (keywords.py)
+        self.keyword_order = keyword_order_matters(fn)
         self.memo: tuple | None = None  # (weak) last arguments and their Call parts
 
     def forget(self) -> None:
@@ -214,9 +218,14 @@ class CallAnalyzer:
             return rest.codify(positional[head] if accessor[0].entry == 0 else str(head))
 
         # named keyword arguments come in the parameters' order, so f(x, p=1, q=2) and
-        # f(x, q=2, p=1) are one signature; **kwargs (and dicts passed) keep the caller's
-        # order, which the function may iterate: another order is another signature
-        return pytree.flatten_ordered((tuple(bound.args), dict(bound.kwargs)), name)
+        # f(x, q=2, p=1) are one signature; **kwargs too where the function only reads it
+        # by name. Where it iterates it (or passes it on), and for dicts passed, the order
+        # the caller gave is another signature
+        leaves, paths, tree, orders = pytree.flatten_ordered(
+            (tuple(bound.args), dict(bound.kwargs)), name)
+        if not self.keyword_order:
+            orders = tuple(o for o in orders if o[0] != (1,))
+        return leaves, paths, tree, orders
 
     def positional_names(self, n: int) -> list[str]:
         """Names of the first n positional arguments; `*args` ones are `args[k]`."""

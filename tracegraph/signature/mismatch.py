@@ -165,5 +165,38 @@ def device_diffs(key: tuple, call: Any) -> list[str]:
     return said
 
 
+def order_diffs(key: tuple, call: Any, positional_names: Callable[[int], list[str]]) -> list[str]:
+    """Dicts (or **kwargs the function iterates) whose keys come in another order than in
+    the compiled call, where that is all that differs (the key's last entry holds the
+    orders, call.py from_leaves)."""
+    def orders(k: tuple) -> dict:
+        last = k[-1] if k else None
+        return dict(last[1]) if type(last) is tuple and last[:1] == ("dict order",) else {}
+    was, now = orders(key), orders(call.key)
+    if was == now or key[:len(key) - bool(was)] != call.key[:len(call.key) - bool(now)]:
+        return []
+    names = positional_names(64)
+    said = []
+    for where in sorted(set(was) | set(now), key=repr):
+        if was.get(where) == now.get(where):
+            continue
+        path = ("**kwargs" if where == (1,) else
+                (names[where[1]] if where[0] == 0 else str(where[1])) +
+                "".join(f"[{k!r}]" for k in where[2:]))
+        # (absent: the keys were in sorted order, which the signature does not record)
+        got, want = now.get(where), was.get(where)
+        got = got or tuple(sorted(want or (), key=lambda k: k[1]))
+        want = want or tuple(sorted(got, key=lambda k: k[1]))
+        said.append(f"argument {path}: its keys come in the order {_keys(got)}, "
+                    f"and in {_keys(want)} in the compiled call (the order of a "
+                    "dict's keys, or of **kwargs the function iterates or passes on, is part "
+                    "of the signature: the function may depend on it)")
+    return said
+
+
+def _keys(keys: tuple) -> str:
+    return "(" + ", ".join(r for _, r in keys) + ")"
+
+
 def distance(a: tuple, b: tuple) -> int:
     return sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b)) * 10

@@ -29,9 +29,10 @@ from ..ir import (
     View,
     op_graph,
 )
-from ..location import user_location
+from ..location import definition_location, user_location
 from ..signature import arguments
 from ..traced import Array, DynamicScalar
+from . import buffer_names
 from .bodies import as_programs, body_buffers, shadow_inputs
 from .tracer import Tracer, _bytes_view
 
@@ -57,14 +58,15 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     previous = _numba.set_tracer(tracer)
     try:
         args, kwargs = pytree.unflatten(tree, stand_ins[:pytree.leaf_count(tree)])
+        tracer.call = (fn, args, kwargs)
         tracer.length = stand_ins[-1] if len(stand_ins) > pytree.leaf_count(tree) else None
         result = fn(*args, **kwargs)
     finally:
         _numba.set_tracer(previous)
-    tracer.check_bindings(_def_location(fn))
+    tracer.check_bindings(definition_location(fn))
     if len(tracer.ops) == n_prologue and not tracer.launches:
         raise TraceError(f"the traced function {name} launched nothing",
-                         where=_def_location(fn),
+                         where=definition_location(fn),
                          fix="launch at least one kernel (or tg.ops call) inside it, or call "
                              "it without @tg.compile")
     device_mode = any(i is not None and i.placement == arguments.DEVICE for i in infos)
@@ -73,6 +75,7 @@ def trace_function(fn: Callable, leaves: list[Any], paths: list[str], tree: Any,
     inputs = _mark_written_and_write_back(tracer, inputs)
     _refuse_constants_after_host_writes(tracer, inputs, infos)
     _refuse_compiled_in_after_host_writes(tracer, inputs, infos, leaves)
+    tracer.buffers = buffer_names.named(tracer, outputs)
     ops = as_programs(tracer.ops, tuple(tracer.buffers), name)
     return Program(name, ops, tuple(tracer.buffers), tuple(inputs), tree, tuple(outputs),
                    out_tree, op_graph(ops), device_mode,
@@ -96,11 +99,6 @@ def aliased_inputs(buffers: tuple[Buffer, ...] | list[Buffer], inputs: list[Inpu
         lo, hi = info.extent
         pairs.update((inp.buffer, b) for x, y, b in captured if x < hi and lo < y)
     return frozenset(pairs)
-
-
-def _def_location(fn: Callable) -> str:
-    code = getattr(fn, "__code__", None)
-    return f"{code.co_filename}:{code.co_firstlineno}" if code else "?"
 
 
 def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
@@ -157,6 +155,7 @@ def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
 def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_mode: bool,
                   name: str, fn: Callable, stand_ins: list[Any]) -> tuple[list[OutputLeaf], Any]:
     leaves, paths, tree = pytree.flatten(result, "result")
+    tracer.result_paths = paths
     # an input handed back is that input (two arguments may be the same memory)
     by_id = {id(a): i for i, a in enumerate(stand_ins) if isinstance(a, Array)}
     by_view: dict[View, int] = {}
@@ -190,11 +189,16 @@ def _bind_outputs(tracer: Tracer, result: Any, inputs: list[InputLeaf], device_m
             outputs.append(None)  # type: ignore[arg-type]  # _copy_out fills it in
         elif isinstance(leaf, DynamicScalar):  # the call's own value, as eagerly
             outputs.append(OutputLeaf(OutputKind.INPUT, input_index=leaf.leaf))
-        elif isinstance(leaf, (np.ndarray,)) or arguments.describe(leaf) is not None:
-            raise TraceError(f"{name} returned a {type(leaf).__name__} at {path} that is not "
-                             "a traced array", where=_def_location(fn),
-                             fix="return arrays made inside the traced function (tg.empty, "
-                                 "tg.ops) or its array arguments")
+        elif (info := arguments.describe(leaf)) is not None and info.placement == "device":
+            # neither received nor made (a global): itself, as eagerly; its name is checked
+            tracer.view_or_external(leaf)
+            outputs.append(OutputLeaf(OutputKind.STATIC, value=leaf))
+        elif isinstance(leaf, np.ndarray) or info is not None:
+            raise TraceError(f"{name} returned a host array at {path} that is neither one of "
+                             "its arguments nor made by the graph (a NumPy array made or named "
+                             "while tracing): a replay cannot make it again",
+                             where=definition_location(fn), fix="return arrays made in it, "
+                             "its arguments or device arrays; make host arrays outside it")
         else:
             outputs.append(OutputLeaf(OutputKind.STATIC, value=leaf))
     for results in copied.values():
@@ -231,7 +235,7 @@ def _copy_out(tracer: Tracer, results: list[tuple[int, View, str]], outputs: lis
     dst = tracer.new_buffer(stop - start, TEMP if device_mode else STAGING, paths)
     source = results[0][1].buffer
     tracer.copy(_bytes_view(dst, 0, stop - start), _bytes_view(source, start, stop - start),
-                f"copy out {paths}", CopyRole.OUTPUT, _def_location(fn))
+                f"copy out {paths}", CopyRole.OUTPUT, definition_location(fn))
     kind = OutputKind.DEVICE if device_mode else OutputKind.HOST
     for index, view, _ in results:
         outputs[index] = OutputLeaf(kind, view=View(dst, view.offset - start, view.shape,

@@ -24,6 +24,7 @@ from ..errors import TraceError
 from ..ir import Conditional, OpKind, View
 from ..location import user_location
 from ..traced import Array, tracer_of, view_of
+from .origins import what_it_is
 
 MAX = 2**31 - 1
 
@@ -31,7 +32,7 @@ MAX = 2**31 - 1
 def _flag_view(flag: Any, what: str, where: str) -> tuple[Any, View]:
     if not isinstance(flag, Array):
         raise TraceError(f"{what} needs a traced array (a one-element integer array kernels "
-                         f"write), got {type(flag).__name__}", where=where,
+                         f"write), got {what_it_is(flag)}", where=where,
                          fix="make it with tg.zeros(1, np.int32) or pass it in as an argument")
     v = view_of(flag)
     if v.size != 1 or v.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):

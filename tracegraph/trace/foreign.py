@@ -19,6 +19,7 @@ from ..ir import Launch as LaunchData
 from ..location import user_location
 from ..traced import Array, DynamicScalar
 from .functions import _active
+from .launch_config import checked_dims
 
 
 def launch(kernel: Any, grid: Any, block: Any, *args: Any, shared_mem: int = 0,
@@ -54,8 +55,10 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, shared_mem: int = 0,
                              where=where, fix="pass a contiguous array (tg.ops.copy(view) "
                                               "makes one), or pass the strides yourself")
     accesses = _accesses(tracer, traced, reads, writes, label, where)
-    data = LaunchData(ForeignKernel(kernel, label, sim), _dim3(grid, where),
-                      _dim3(block, where), int(shared_mem), traced,
+    # (a foreign kernel may have opted in to more shared memory than Numba's)
+    grid3, block3, shared = checked_dims(label, _dim3(grid, where), _dim3(block, where),
+                                         shared_mem, where, opt_in=True)
+    data = LaunchData(ForeignKernel(kernel, label, sim), grid3, block3, shared, traced,
                       attributes=tracer.node_attributes)
     tracer.ops.append(Op(OpKind.KERNEL, label, accesses, where, data))
     tracer.launches += 1

@@ -143,7 +143,12 @@ def _shape(shape: Any) -> tuple[int, ...]:
 
 
 def _dtype(dtype: Any) -> np.dtype:
-    dt = np.dtype(dtype)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise TraceError(f"dtype {dtype!r} is not a NumPy dtype ({exc})",
+                         where=user_location(3),
+                         fix="pass a NumPy dtype, e.g. np.float32 or 'float32'") from None
     problem = _numba.dtype_problem(dt)
     if problem is not None:
         raise TraceError(f"dtype {dt} cannot live in a graph-owned array: {problem}",
@@ -152,22 +157,52 @@ def _dtype(dtype: Any) -> np.dtype:
     return dt
 
 
-def empty(shape: Any, dtype: Any = np.float64) -> Array:
-    """A graph-owned array; its contents are undefined until a kernel writes them."""
-    return _active("empty").new_array(_shape(shape), _dtype(dtype), zero=False)
+def empty(shape: Any, dtype: Any = np.float64, *, name: str | None = None) -> Array:
+    """A graph-owned array; its contents are undefined until a kernel writes them.
+    `name`: what tg.visualize and messages call it (else the result it is, or the kernel
+    parameter that first writes it)."""
+    return _active("empty").new_array(_shape(shape), _dtype(dtype), zero=False,
+                                      name=_name(name))
 
 
-def zeros(shape: Any, dtype: Any = np.float64) -> Array:
-    """A graph-owned array set to zero by a memset node, on every replay."""
-    return _active("zeros").new_array(_shape(shape), _dtype(dtype), zero=True)
+def zeros(shape: Any, dtype: Any = np.float64, *, name: str | None = None) -> Array:
+    """A graph-owned array set to zero by a memset node, on every replay (`name`: as
+    tg.empty's)."""
+    return _active("zeros").new_array(_shape(shape), _dtype(dtype), zero=True,
+                                      name=_name(name))
 
 
-def empty_like(a: Any, dtype: Any = None) -> Array:
-    return _active("empty_like").new_array(_shape(a.shape), _dtype(dtype or a.dtype), zero=False)
+def empty_like(a: Any, dtype: Any = None, *, name: str | None = None) -> Array:
+    """A graph-owned array of `a`'s shape and dtype (or `dtype`), contents undefined."""
+    tracer = _active("empty_like")
+    shape, like = _like("empty_like", a)
+    return tracer.new_array(shape, _dtype(dtype or like), zero=False, name=_name(name))
 
 
-def zeros_like(a: Any, dtype: Any = None) -> Array:
-    return _active("zeros_like").new_array(_shape(a.shape), _dtype(dtype or a.dtype), zero=True)
+def zeros_like(a: Any, dtype: Any = None, *, name: str | None = None) -> Array:
+    """A graph-owned array of `a`'s shape and dtype (or `dtype`), set to zero."""
+    tracer = _active("zeros_like")
+    shape, like = _like("zeros_like", a)
+    return tracer.new_array(shape, _dtype(dtype or like), zero=True, name=_name(name))
+
+
+def _name(name: Any) -> str | None:
+    if name is not None and not isinstance(name, str):
+        raise TraceError(f"name= is a string, got {type(name).__name__}",
+                         where=user_location(3), fix="pass name='what it holds'")
+    return name
+
+
+def _like(fn_name: str, a: Any) -> tuple[tuple[int, ...], Any]:
+    """The shape and dtype of `a`, an array of any kind (traced, device, NumPy)."""
+    shape, dtype = getattr(a, "shape", None), getattr(a, "dtype", None)
+    if shape is None or dtype is None:
+        from .origins import what_it_is
+        raise TraceError(f"tg.{fn_name}(a) makes an array like the array `a`, and got "
+                         f"{what_it_is(a)}", where=user_location(3),
+                         fix=f"pass an array (a traced, device or NumPy array), or use "
+                             f"tg.{fn_name.removesuffix('_like')}(shape, dtype)")
+    return _shape(shape), dtype
 
 
 def length() -> Any:

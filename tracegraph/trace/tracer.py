@@ -3,7 +3,6 @@ including the arrays kernels capture by address and Numba's host API called whil
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +32,7 @@ from ..ir import (
     args_key,
     contiguous_strides,
 )
-from ..location import user_location
+from ..location import user_location, warn
 from ..signature import arguments
 from ..traced import Array, DynamicScalar, tracer_of, view_of
 from .functions import (
@@ -44,6 +43,8 @@ from .functions import (
     _shape,
     declared_access,
 )
+from .launch_config import check_numba_form, checked_dims
+from .origins import kernel_argument, what_it_is
 
 # ---------------------------------------------------------------------------
 # the tracer
@@ -68,6 +69,9 @@ class Tracer:
         # kernel, where first seen)
         self._bindings: dict[tuple, tuple[Any, Any, str, str]] = {}
         self.compiled_in = CompiledIn()  # what each specialization compiles in, then
+        self.call: tuple | None = None  # (fn, args, kwargs) traced: where values came from
+        self.given_names: set[int] = set()  # buffers made with name= (buffer_names.py)
+        self.result_paths: list[str] = []  # the results' paths, once bound
 
     def new_buffer(self, nbytes: int, kind: BufferKind, name: str = "", *,
                    input_index: int | None = None,
@@ -77,7 +81,8 @@ class Tracer:
         self.buffers.append(b)
         return b.id
 
-    def new_array(self, shape: tuple[int, ...], dtype: np.dtype, *, zero: bool) -> Array:
+    def new_array(self, shape: tuple[int, ...], dtype: np.dtype, *, zero: bool,
+                  name: str | None = None) -> Array:
         if any(s < 0 for s in shape):
             raise TraceError(f"negative dimension in shape {shape}", where=user_location(3),
                              fix="check the shape")
@@ -86,7 +91,9 @@ class Tracer:
             raise TraceError(f"an array of shape {shape} and dtype {dtype} would take "
                              f"{nbytes} bytes, more than any device can address",
                              where=user_location(3), fix="check the shape")
-        buf = self.new_buffer(nbytes, TEMP)
+        buf = self.new_buffer(nbytes, TEMP, name or "")
+        if name:
+            self.given_names.add(buf)
         view = View(buf, 0, shape, contiguous_strides(shape, dtype.itemsize), dtype)
         if zero and nbytes:
             self.ops.append(Op(OpKind.MEMSET, "zeros", (Access(buf, 0, nbytes, "w"),),
@@ -94,6 +101,12 @@ class Tracer:
         return Array(self, view)
 
     def view_of(self, a: Array) -> View:
+        if not isinstance(a, Array):
+            raise TraceError(f"expected a traced array (an array argument of the traced "
+                             f"function, or one made in it), got {what_it_is(a)}",
+                             where=user_location(3),
+                             fix="pass the traced function's arrays, or arrays made with "
+                                 "tg.empty, tg.zeros or tg.ops")
         if tracer_of(a) is not self:
             raise TraceError("a traced array from another trace was used",
                              where=user_location(4),
@@ -123,10 +136,11 @@ class Tracer:
         name = _numba.kernel_name(kernel)
         if stream and not self._warned_stream:
             self._warned_stream = True
-            warnings.warn(f"{where}: a stream given to {name} inside a traced function is "
-                          "ignored; the graph orders launches by the data they touch",
-                          stacklevel=4)
-        traced_args = tuple(self._arg(a, name, where, i) for i, a in enumerate(args))
+            warn(f"{where}: a stream given to {name} inside a traced function is ignored; the "
+                 "graph orders launches by the data they touch (give the graph's stream to "
+                 "the call instead)")
+        grid, block, shared = checked_dims(name, griddim, blockdim, sharedmem, where)
+        traced_args = tuple(self._arg(a, name, where, i, kernel) for i, a in enumerate(args))
         # a loop launches one kernel with the same arguments again: what its parameters
         # touch is known then (the arrays it names as globals are looked up every time)
         key = (id(kernel), args_key(traced_args), declared_access(kernel))
@@ -139,11 +153,15 @@ class Tracer:
         for ref, _ in depends:  # the device functions it calls through names, too
             self._check_still_bound(ref, ref.resolve(), name, where)
         self.ops.append(Op(OpKind.KERNEL, name, accesses, where,
-                           Launch(kernel, _dim3(griddim), _dim3(blockdim), int(sharedmem or 0),
-                                  traced_args, cooperative, self.node_attributes)))
+                           Launch(kernel, grid, block, shared, traced_args, cooperative,
+                                  self.node_attributes)))
         self.compiled_in.record(kernel, name, where, traced_args, args, self.ops[-1])
         if same is not None and not found_globals and not depends:
             self._same_launch[same] = (args, self.ops[-1])
+
+    def check_configuration(self, kernel: Any, griddim: Any, blockdim: Any) -> None:
+        """What Numba's kernel[griddim, blockdim] refuses, as a TraceError at that line."""
+        check_numba_form(_numba.kernel_name(kernel), griddim, blockdim, user_location(3))
 
     def _captured_accesses(self, found: tuple, kernel: str, where: str) -> tuple[Access, ...]:
         """Accesses to the device arrays a kernel names as globals or closure variables:
@@ -184,7 +202,7 @@ class Tracer:
         """(GlobalRef, what it held) of every global or closure variable kernels name."""
         return tuple((ref, value) for ref, value, _, _ in self._bindings.values())
 
-    def _arg(self, a: Any, kernel: str, where: str, i: int) -> Any:
+    def _arg(self, a: Any, kernel: str, where: str, i: int, launched: Any = None) -> Any:
         if isinstance(a, Array):
             return self.view_of(a)
         if isinstance(a, DynamicScalar):
@@ -195,32 +213,36 @@ class Tracer:
                                  fix="pass it as a 1-element device array the kernel reads")
             return ScalarArg(a.leaf)
         if isinstance(a, np.ndarray):
-            raise TraceError(f"argument {i} of {kernel} is a host NumPy array: Numba would "
+            raise TraceError(f"argument {i} of {kernel} is a host NumPy array "
+                             f"({kernel_argument(launched, i, a)}): Numba would "
                              "copy it to the device and back implicitly, which cannot be "
                              "part of a graph", where=where,
                              fix="pass it as an argument of the traced function (it becomes "
                                  "a graph input), or copy it to the device once with "
                                  "cuda.to_device outside")
         if isinstance(a, tuple):
-            items = [self._arg(x, kernel, where, i) for x in a]
+            items = [self._arg(x, kernel, where, i, launched) for x in a]
             return type(a)(*items) if hasattr(a, "_fields") else tuple(items)
         info = arguments.describe(a)
         if info is not None:
             return self._external(a, info)
         if _numba.scalar_type(a) is not None:
             return a
-        raise TraceError(f"argument {i} of {kernel} has type {type(a).__name__}, which cannot "
-                         "live in a graph", where=where,
-                         fix="pass traced arrays, device arrays, NumPy/Python scalars or tuples "
-                             "of these")
+        raise TraceError(f"argument {i} of {kernel} has type {type(a).__name__} "
+                         f"({kernel_argument(launched, i, a)}), which a kernel cannot take: "
+                         "it takes arrays, numbers, and tuples of these", where=where,
+                         fix="pass a device array (cuda.to_device(np.asarray(value)), or pass "
+                             "an array to the traced function), a traced array, a number or a "
+                             "tuple of these")
 
-    def _external(self, obj: Any, info: arguments.ArrayInfo) -> View:
+    def _external(self, obj: Any, info: arguments.ArrayInfo, name: str = "") -> View:
         """A device array captured from outside: baked into the graph by address. Captured
         arrays whose bytes overlap share memory (ir.memory_regions orders them)."""
         lo, hi = info.extent
         buf = self._externals.get(id(obj))
         if buf is None:
-            buf = self.new_buffer(hi - lo, EXTERNAL, f"captured{len(self._external_refs)}",
+            buf = self.new_buffer(hi - lo, EXTERNAL,
+                                  name or f"captured{len(self._external_refs)}",
                                   external=obj, address=lo)
             self._externals[id(obj)] = buf
             self._external_refs.append(obj)
@@ -344,13 +366,6 @@ def _rebound(ref: Any, kernel: str, where: str, when: str) -> TraceError:
 _PLAIN = frozenset({Array, bool, int, float, np.float32, np.float64, np.int32, np.int64,
                     np.uint32, np.uint64, np.bool_, np.float16, np.int8, np.int16, np.uint8,
                     np.uint16, np.complex64, np.complex128})
-
-
-def _dim3(d: Any) -> tuple[int, int, int]:
-    if isinstance(d, (int, np.integer)):
-        return (int(d), 1, 1)
-    d = tuple(int(x) for x in d)
-    return d + (1,) * (3 - len(d))
 
 
 def _device_arrays(value: Any) -> list[Any]:

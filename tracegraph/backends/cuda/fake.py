@@ -18,12 +18,14 @@ import functools
 import random
 import sys
 import threading
+import weakref
 from collections import Counter
 from typing import Any
 
 import numpy as np
 
 from ... import _numba, config
+from ...device_memory import MemoryExhausted
 from ...errors import LoweringError
 from ...ir import ForeignKernel
 from ..sim import call_sim, sim_function
@@ -57,6 +59,7 @@ class FakePlatform:
         self.stream_order = threading.RLock()  # this device's one stream (fake_graph.py)
         self.counts: Counter[str] = Counter()
         self._memory: list[np.ndarray] = []
+        self.live = 0  # bytes of "device" memory allocated and not yet freed
         seed = config.sim_order_seed()
         self._rng = random.Random(seed) if seed is not None else None
 
@@ -80,9 +83,23 @@ class FakePlatform:
             return FakeForeign(kernel, argtypes), False
         return FakeKernel(kernel, argtypes), _numba.uses_grid_sync(kernel)
 
+    # an H100's memory: an allocation that does not fit in what is left fails, as the
+    # driver's does (tests lower it to make allocations fail)
+    capacity = 80 * 2**30
+
     def alloc_device(self, nbytes: int) -> np.ndarray:
         self.counts["alloc_device"] += 1
-        return np.full(max(nbytes, 1), 0xFF, np.uint8)  # poisoned, as sim's memory
+        n = max(nbytes, 1)
+        if n > self.capacity - self.live:
+            raise MemoryExhausted(nbytes, "device", max(self.capacity - self.live, 0),
+                                  self.capacity)
+        memory = np.full(n, 0xFF, np.uint8)  # poisoned, as sim's memory
+        self.live += n
+        weakref.finalize(memory, self._freed, n)
+        return memory
+
+    def _freed(self, nbytes: int) -> None:
+        self.live -= nbytes
 
     def alloc_pinned(self, nbytes: int) -> np.ndarray:
         self.counts["alloc_pinned"] += 1

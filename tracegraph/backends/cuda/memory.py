@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ...device_memory import asked_for
 from ...ir import BufferKind
 from ...plan import Plan, ReplayTable
 
@@ -28,7 +29,9 @@ class Arena:
 
     def ensure(self, platform: Any, nbytes: int) -> Any:
         if self.allocation is None or nbytes > self.nbytes:
-            self.allocation = platform.alloc_device(nbytes)
+            with asked_for(f"the arena of its graphs' intermediates (which has "
+                           f"{self.nbytes:,} bytes now)"):
+                self.allocation = platform.alloc_device(nbytes)
             self.nbytes = nbytes
         return self.allocation
 
@@ -70,9 +73,10 @@ class GraphMemory:
 
     def _allocate(self, buffer: int) -> Any:
         b = self.plan.buffers[buffer]
-        if b.kind in _PINNED:
-            return self.platform.alloc_pinned(b.nbytes)
-        return self.platform.alloc_device(b.nbytes)
+        with asked_for(f"buffer {b.name} of {self.plan.name}"):
+            if b.kind in _PINNED:
+                return self.platform.alloc_pinned(b.nbytes)
+            return self.platform.alloc_device(b.nbytes)
 
     def _own(self, buffer: int, allocation: Any) -> None:
         self.owner[buffer] = allocation

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ... import _numba, config
+from ...device_memory import MemoryExhausted
 from ...ir import ForeignKernel
 from . import handles, rawnodes
 
@@ -132,11 +133,21 @@ class CudaPlatform:
 
     def alloc_device(self, nbytes: int) -> Any:
         from numba import cuda
-        return cuda.device_array(max(nbytes, 1), np.uint8)
+        try:
+            return cuda.device_array(max(nbytes, 1), np.uint8)
+        except Exception as exc:
+            if _numba.is_out_of_memory(exc):
+                raise MemoryExhausted(nbytes, "device", *_numba.memory_info()) from exc
+            raise
 
     def alloc_pinned(self, nbytes: int) -> np.ndarray:
         from numba import cuda
-        return cuda.pinned_array(max(nbytes, 1), np.uint8)
+        try:
+            return cuda.pinned_array(max(nbytes, 1), np.uint8)
+        except Exception as exc:
+            if _numba.is_out_of_memory(exc):
+                raise MemoryExhausted(nbytes, "page-locked host") from exc
+            raise
 
     def address(self, owner: Any) -> int:
         if isinstance(owner, np.ndarray):
