@@ -29,6 +29,9 @@ from .chains import CLOSURE, GLOBAL, PARAMETER, Chain, names_of
 IDENTITY, LAYOUT, EQUAL, ABSENT = 0, 1, 2, 3
 GLOBALS, CELL, OBJECT, ARGUMENT, CALL = 0, 1, 2, 3, 4
 _GONE = ("absent",)  # the key of a chain that finds nothing
+# the key of a chain from a container argument (a dict, tuple, dataclass) the signature
+# flattens: its structure and leaves are the signature's
+_FLATTENED = ("flattened",)
 _VALUES = (int, float, complex, bool, str, bytes, type(None), np.generic)
 
 
@@ -102,7 +105,8 @@ class Contract:
         named = self._arguments(args, kwargs) if any(
             s[0] == ARGUMENT for s in self._starts) else {}
         inputs = frozenset(map(id, leaves)) if named else frozenset()
-        out = [value_key(self._find(c, s, named)[0], inputs if c.root == PARAMETER else
+        out = [_FLATTENED if s[0] == ARGUMENT and id(named.get(s[2])) not in inputs else
+               value_key(self._find(c, s, named)[0], inputs if c.root == PARAMETER else
                          frozenset()) for c, s in zip(self.chains, self._starts)]
         if self.key is not None:
             out.append(("key", self.declared()))

@@ -178,7 +178,7 @@ class Tracer:
                 info = arguments.describe(obj)
                 if info is None or info.placement != arguments.DEVICE:
                     continue
-                buf = self._external(obj, info).buffer
+                buf = self._external(obj, info, name=ref.short()).buffer
                 out.append(Access(buf, 0, self.buffers[buf].nbytes, mode))
         return tuple(out)
 
