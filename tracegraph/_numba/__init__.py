@@ -31,6 +31,7 @@ from .devicearrays import (
     is_simulated_device_array_type,
     simulated_device_array_host,
     to_device,
+    traced_array_class,
     view_at,
 )
 from .hooks import current_tracer, in_host_callback, install_hooks, set_tracer
@@ -127,6 +128,7 @@ __all__ = [
     "simulator_lock",
     "simulator_scalar",
     "to_device",
+    "traced_array_class",
     "tuple_type",
     "unflatten_params",
     "unknown_globals",
