@@ -145,7 +145,8 @@ class Array:
     def item(self, *_: Any) -> Any:
         raise _refuse("item() of a traced array reads device data while tracing", _READ_FIX)
 
-    tolist = item
+    def tolist(self) -> Any:
+        raise _refuse("tolist() of a traced array reads device data while tracing", _READ_FIX)
 
     @property
     def __cuda_array_interface__(self) -> dict:

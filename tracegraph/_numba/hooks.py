@@ -80,8 +80,8 @@ def install_hooks() -> None:
             _install_dispatcher_hooks()
         from .hostapi import install_host_api_hooks
         from .ufuncs import install_ufunc_hooks
+        install_ufunc_hooks()  # first: on the simulator it adds cuda.is_cuda_array
         install_host_api_hooks()
-        install_ufunc_hooks()
         _hooks_installed = True
 
 

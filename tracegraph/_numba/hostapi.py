@@ -13,6 +13,7 @@ from .reduction import hook_reduce
 
 _HOST_ALLOCATORS = ("pinned_array", "pinned_array_like", "mapped_array",
                     "mapped_array_like", "managed_array", "mapped")
+_READS = ("copy_to_host", "__array__", "tolist", "item")
 _READ_FIX = ("return the array from the traced function and read it after the call, or "
              "use tg.callback for host work")
 
@@ -25,8 +26,8 @@ def install_host_api_hooks() -> None:
     for name in _HOST_ALLOCATORS:
         _wrap_module(cuda, name, _refuse_host_allocation(name))
     for module in _api_modules(cuda):
-        _wrap_module(module, "is_cuda_array", _is_cuda_array)
-        _wrap_module(module, "as_cuda_array", _as_cuda_array)
+        _wrap_module(module, "is_cuda_array", _is_cuda_array, calls_cuda=False)
+        _wrap_module(module, "as_cuda_array", _as_cuda_array, calls_cuda=False)
     for name, what in (("select_device", "makes another GPU current"),
                        ("close", "closes the CUDA context"),
                        ("open_ipc_array", "maps another process's memory only for its "
@@ -57,7 +58,8 @@ def _api_modules(cuda: Any) -> list[Any]:
                      and m is not cuda]
 
 
-def _wrap_module(module: Any, name: str, traced: Any) -> None:
+def _wrap_module(module: Any, name: str, traced: Any, calls_cuda: bool = True) -> None:
+    """module.name calls `traced(tracer, original, *args)` while tracing."""
     original = getattr(module, name, None)
     if original is None or getattr(original, "_tracegraph", False):
         return
@@ -65,7 +67,8 @@ def _wrap_module(module: Any, name: str, traced: Any) -> None:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         tracer = current_tracer()
         if tracer is None:
-            refuse_in_callback(f"cuda.{name}")
+            if calls_cuda:
+                refuse_in_callback(f"cuda.{name}")
             return original(*args, **kwargs)
         return traced(tracer, original, *args, **kwargs)
 
@@ -184,10 +187,18 @@ def _guard_device_array_methods(cls: Any) -> None:
     if getattr(cls, "_tracegraph_guarded", False):
         return
     cls._tracegraph_guarded = True
-    for name in ("copy_to_host", "__array__", "tolist", "item"):
+    for name in _READS:
         original = getattr(cls, name, None)
         if original is not None:
             setattr(cls, name, _guarded_read(original, name))
+    if "__getattr__" in vars(cls):  # the simulator's: NumPy's methods of its data
+        getattr_ = cls.__getattr__
+
+        def __getattr__(self: Any, name: str) -> Any:
+            if name in _READS or name in ("__array_interface__", "__array_struct__"):
+                _refuse_read(name)
+            return getattr_(self, name)
+        cls.__getattr__ = __getattr__
     for name in ("__setitem__", "setitem"):
         original = getattr(cls, name, None)
         if original is not None:
@@ -217,12 +228,16 @@ def _guard_device_array_methods(cls: Any) -> None:
 
 def _guarded_read(original: Any, name: str) -> Any:
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        refuse_in_callback(f"{name}() of a device array")
-        if current_tracer() is not None:
-            raise refuse(f"{name}() of a device array inside a traced function reads its "
-                         "data at trace time, once", _READ_FIX)
+        _refuse_read(name)
         return original(self, *args, **kwargs)
     return method
+
+
+def _refuse_read(name: str) -> None:
+    refuse_in_callback(f"{name}() of a device array")
+    if current_tracer() is not None:
+        raise refuse(f"{name}() of a device array inside a traced function reads its data "
+                     "at trace time, once", _READ_FIX)
 
 
 def _assigning(original: Any, name: str) -> Any:

@@ -200,8 +200,9 @@ def _traced_steps() -> type:
 
 # ---------------------------------------------------------------------------
 # Numba's simulator: its CUDA ufuncs neither build (the simulator's overloads carry no
-# signature) nor run (it has no cuda.is_cuda_array, and broadcasts by building a
-# DeviceNDArray). These give it what the GPU version does, over simulator arrays.
+# signature) nor run (it has no cuda.is_cuda_array or as_cuda_array, and broadcasts by
+# building a DeviceNDArray). These give it what the GPU version does, over simulator
+# arrays.
 
 def _support_simulator(v: Any) -> None:
     from numba import cuda
@@ -228,6 +229,13 @@ def _support_simulator(v: Any) -> None:
             """The simulator's device arrays, and objects with a CUDA array interface."""
             return bool(is_cuda_ndarray(obj)) or hasattr(obj, "__cuda_array_interface__")
         cuda.is_cuda_array = is_cuda_array
+    if not hasattr(cuda, "as_cuda_array"):
+        def as_cuda_array(obj: Any, sync: bool = True) -> Any:  # noqa: ARG001 - Numba's
+            """The simulator's device arrays as they are."""
+            if not is_cuda_ndarray(obj):
+                raise TypeError("*obj* doesn't implement the cuda array interface.")
+            return obj
+        cuda.as_cuda_array = as_cuda_array
 
 
 def _cpu_return_type(pyfunc: Any, argtypes: tuple) -> Any:

@@ -32,9 +32,12 @@ class HostAPI:
     def device_array(self, shape: Any, dtype: Any, order: str = "C") -> Array:
         """cuda.device_array inside a traced function: a graph-owned array."""
         shape = _shape(shape)
-        if order == "F":
-            return self.tracer.new_array(shape[::-1], _dtype(dtype), zero=False).T
-        return self.tracer.new_array(shape, _dtype(dtype), zero=False)
+        made = self.tracer.new_array(shape[::-1] if order == "F" else shape, _dtype(dtype),
+                                     zero=False)
+        if order != "F":
+            return made
+        v = view_of(made)  # its reversed axes: an F-ordered view of the same memory
+        return like(made, View(v.buffer, v.offset, shape, v.strides[::-1], v.dtype))
 
     def is_traced(self, obj: Any) -> bool:
         return isinstance(obj, Array)
