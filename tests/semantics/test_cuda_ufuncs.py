@@ -213,3 +213,61 @@ def test_results_on_the_host_are_trace_errors(backend, call):
     assert e.value.where.startswith(__file__) and e.value.fix
     name = {"ufunc_reduce": "reduce", "cuda_reduce": "cuda.reduce"}.get(call, "CUDA")
     assert name in e.value.what
+
+
+def test_cuda_reduce_of_floats_in_numbas_order(backend, gpu):
+    """Eager Numba on a GPU and the graph (its kernels on cuda, the simulator's step-by-step
+    stand-in on sim) sum floats in one order: the same bits."""
+    data = np.random.default_rng(3).standard_normal(1000).astype(np.float32)
+
+    def step(x):
+        res = cuda.device_array(1, np.float32)
+        SUM(x, res=res, init=np.float32(0.25))
+        return res
+
+    want = host(step(cuda.to_device(data)))
+    got = host(tg.compile(step, backend=backend)(cuda.to_device(data)))
+    assert got.tobytes() == want.tobytes()
+
+
+@vectorize(["float64(float64, float64)"], target="cuda")
+def times(a, b):
+    return a * b
+
+
+@vectorize(["float64(float64, float64)"], target="cuda")
+def plus(a, b):
+    return a + b
+
+
+@guvectorize(["void(float64[:], float64[:])"], "(n)->(n)", target="cuda")
+def reverse(a, out):
+    for i in range(a.shape[0]):
+        out[i] = a[a.shape[0] - 1 - i]
+
+
+MAX = cuda.reduce(lambda a, b: max(a, b))
+UFUNC, GUFUNC, REDUCE = times, cumsum, SUM
+
+
+def test_rebinding_a_name_that_holds_a_ufunc_traces_again(backend):
+    """A ufunc, gufunc or cuda.reduce object the function names is checked by identity on
+    every call, as a kernel is: another one bound to the name is a new graph."""
+    global UFUNC, GUFUNC, REDUCE
+
+    def step(x):
+        r = cuda.device_array(1)
+        REDUCE(x, res=r)
+        return UFUNC(x, x), GUFUNC(x), r
+
+    f = tg.compile(step, backend=backend)
+    x = np.arange(1.0, N + 1)
+    try:
+        for ufunc, gufunc, reduce in ((times, cumsum, SUM), (plus, reverse, MAX)):
+            UFUNC, GUFUNC, REDUCE = ufunc, gufunc, reduce
+            want = [host(a) for a in step(cuda.to_device(x))]
+            got = [host(a) for a in f(cuda.to_device(x))]
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w)
+    finally:
+        UFUNC, GUFUNC, REDUCE = times, cumsum, SUM

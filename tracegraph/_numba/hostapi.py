@@ -40,6 +40,7 @@ def install_host_api_hooks() -> None:
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray as array_type
     else:
         from numba.cuda.cudadrv.devicearray import DeviceNDArray as array_type
+        from numba.cuda.cudadrv.devicearray import DeviceRecord
         from numba.cuda.cudadrv.driver import Event as event_type
         from numba.cuda.cudadrv.driver import Stream
         _refuse_method(Stream, "add_callback", "runs its callback once, after the work "
@@ -47,6 +48,7 @@ def install_host_api_hooks() -> None:
                        "run on every replay")
         _refuse_method(Stream, "async_done", "waits for the work queued at trace time",
                        "await the compiled function's results instead")
+        _guard_device_array_methods(DeviceRecord)
     _hook_events(event_type)
     _guard_device_array_methods(array_type)
 
@@ -203,17 +205,10 @@ def _guard_device_array_methods(cls: Any) -> None:
         original = getattr(cls, name, None)
         if original is not None:
             setattr(cls, name, _assigning(original, name))
-    getitem = cls.__getitem__
-
-    def __getitem__(self: Any, key: Any) -> Any:
-        result = getitem(self, key)
-        if current_tracer() is not None and not isinstance(result, cls) and \
-                not hasattr(result, "__cuda_array_interface__"):
-            raise refuse("reading an element of a device array on the host inside a traced "
-                         "function reads its data at trace time, once",
-                         "read it inside a kernel, or pass the value as an argument")
-        return result
-    cls.__getitem__ = __getitem__
+    for name in ("__getitem__", "getitem"):
+        original = getattr(cls, name, None)
+        if original is not None:
+            setattr(cls, name, _indexing(original, cls))
     copy_to_device = cls.copy_to_device
 
     def copy_in(self: Any, ary: Any, stream: Any = 0) -> Any:
@@ -224,6 +219,19 @@ def _guard_device_array_methods(cls: Any) -> None:
         tracer.numba_api.copy_into(tracer.view_or_external(self), ary)
         return None
     cls.copy_to_device = copy_in
+
+
+def _indexing(original: Any, cls: type) -> Any:
+    """Indexing that gives a view; an element (read on the host) is refused."""
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        if current_tracer() is not None and not isinstance(result, cls) and \
+                not hasattr(result, "__cuda_array_interface__"):
+            raise refuse("reading an element of a device array on the host inside a traced "
+                         "function reads its data at trace time, once",
+                         "read it inside a kernel, or pass the value as an argument")
+        return result
+    return method
 
 
 def _guarded_read(original: Any, name: str) -> Any:
