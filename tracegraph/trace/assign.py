@@ -71,7 +71,7 @@ def _from_host(tracer: Tracer, lhs: View, value: Any, where: str) -> None:
         raise TraceError("assigning a non-contiguous host array into a device array (eager "
                          "Numba refuses to copy it)", where=where,
                          fix="assign np.ascontiguousarray(value)")
-    _broadcast(View(0, 0, data.shape, data.strides, data.dtype), lhs, where)
+    _check_shape(data.shape, lhs, where)
     if lhs.size == 0:
         tracer.launches += 1
         return
@@ -94,21 +94,27 @@ def _from_host(tracer: Tracer, lhs: View, value: Any, where: str) -> None:
     _launch(_kernel("assign", len(lhs.shape)), lhs, (Array(tracer, lhs), Array(tracer, src)))
 
 
-def _broadcast(src: View, lhs: View, where: str) -> View:
-    """The value as Numba reads it: lhs's rank, stride 0 along the axes it repeats."""
-    if len(src.shape) > len(lhs.shape):
-        raise TraceError(f"can't assign a {len(src.shape)}-D array to a {len(lhs.shape)}-D "
-                         "one (Numba's rule)", where=where,
+def _check_shape(shape: tuple[int, ...], lhs: View, where: str) -> tuple[int, ...]:
+    """Numba's rule for a value of `shape`: its shape at lhs's rank (1s in front), each
+    axis 1 or lhs's length."""
+    if len(shape) > len(lhs.shape):
+        raise TraceError(f"can't assign a {len(shape)}-D array to a {len(lhs.shape)}-D one "
+                         "(Numba's rule)", where=where,
                          fix="index the target, or reshape the value")
-    lead = len(lhs.shape) - len(src.shape)
-    shape = (1,) * lead + src.shape
-    strides = (0,) * lead + src.strides
+    shape = (1,) * (len(lhs.shape) - len(shape)) + tuple(shape)
     for axis, (n, m) in enumerate(zip(lhs.shape, shape)):
         if m not in (1, n):
             raise TraceError(f"can't copy a sequence of size {m} to axis {axis} of length "
                              f"{n} (Numba's rule)", where=where,
                              fix="assign a value of the target's shape, or one of length 1 "
                                  "along the axes it repeats")
+    return shape
+
+
+def _broadcast(src: View, lhs: View, where: str) -> View:
+    """The value as Numba reads it: lhs's shape, stride 0 along the axes it repeats."""
+    shape = _check_shape(src.shape, lhs, where)
+    strides = (0,) * (len(shape) - len(src.shape)) + src.strides
     strides = tuple(0 if m == 1 and n != 1 else s
                     for n, m, s in zip(lhs.shape, shape, strides))
     return View(src.buffer, src.offset, lhs.shape, strides, src.dtype, src.readonly)
