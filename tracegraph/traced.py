@@ -236,8 +236,8 @@ class Array:
         if name.startswith("__") or name in Array.__slots__:  # protocol probes: plain
             raise AttributeError(name)
         if name in _NO_MEMORY:
-            raise _MissingAttribute(f"{name} of a traced array: it has no device memory "
-                                    "while tracing (the graph allocates it)",
+            raise _MissingAttribute(f"a traced array has no attribute {name!r}: it has no "
+                                    "device memory while tracing (the graph allocates it)",
                                     where=user_location(2), fix=_READ_FIX)
         raise _MissingAttribute(f"a traced array has no attribute {name!r} (tracegraph "
                                 "supports the shape, dtype, view and reshape methods of a "

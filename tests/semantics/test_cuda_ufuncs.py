@@ -88,7 +88,7 @@ def test_vectorize_scalars_broadcasting_and_captured_operands(backend, monkeypat
     def step(m, v):
         a = axpb(m, 1.5)            # a Python scalar
         b = axpb(np.float64(-2.0), m)  # a NumPy scalar first
-        c = axpb(m, ROW)            # a captured row broadcast over the rows
+        c = axpb(m, ROW)            # a captured row (Numba matches its axis from the left)
         d = axpb(v, TABLE)          # a captured host array, copied in on every call
         e = axpb(m[:, ::2], m[:, 1::2])  # non-contiguous 2-D operands
         return a, b, c, d, e
