@@ -497,17 +497,6 @@ def test_tg_empty_outside_a_traced_function():
     assert e.value.where == f"{__file__}:{line}"
 
 
-def test_host_assignment_into_a_traced_array():
-    @tg.compile
-    def f(x):
-        x[0] = 1.0
-        iscale[1, 16](x, 2.0)
-        return x
-
-    with pytest.raises(tg.TraceError, match="assigning"):
-        f.trace(np.arange(16.0))
-
-
 def test_traced_array_from_another_trace():
     kept = []
 

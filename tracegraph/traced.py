@@ -5,7 +5,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import _numba
 from .errors import TraceError
+from .indexing import index_view, resolve_shape
 from .ir import View, contiguous_strides
 from .location import user_location
 
@@ -14,6 +16,11 @@ if TYPE_CHECKING:
 
 class _MissingAttribute(TraceError, AttributeError):
     """A device-array attribute tg.Array does not have: hasattr() still answers False."""
+
+
+class _NeedsCopy(TraceError, NotImplementedError):
+    """A reshape or ravel that would need a copy: NotImplementedError, as Numba's device
+    arrays raise (its ufunc machinery catches it and copies)."""
 
 
 def _c_order_only(method: str, order: str) -> None:
@@ -60,6 +67,12 @@ class Array:
         self._tracer = tracer
         self._view = view
 
+    # code written for Numba's device arrays takes its device path for a traced array:
+    # isinstance(x, DeviceNDArray) (the simulator's FakeCUDAArray there) and
+    # cuda.devicearray.is_cuda_ndarray(x) are True (tracegraph tells them apart by type())
+    __class__ = property(lambda _: _numba.traced_array_class())
+    __cuda_ndarray__ = True
+
     # metadata
     shape = property(lambda self: self._view.shape)
     strides = property(lambda self: self._view.strides)
@@ -78,7 +91,7 @@ class Array:
         return f"tg.Array(shape={self.shape}, dtype={self.dtype})"
 
     def __getitem__(self, key: Any) -> Array:
-        view = _index_view(self._view, key)
+        view = index_view(self._view, key)
         # eagerly an element read on the host (a NumPy scalar, now); a record stays on
         # the device (Numba's DeviceRecord)
         if not view.shape and view.dtype.names is None:
@@ -91,8 +104,11 @@ class Array:
         return Array(self._tracer, view)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        raise _refuse("assigning into a traced array on the host is not recorded",
-                      "write it inside a kernel, or use tg.ops.fill / tg.ops.copy")
+        """A copy, memset or assignment kernel node (trace/assign.py), as Numba's."""
+        self._tracer.numba_api.assign(self._view, key, value)
+
+    def setitem(self, key: Any, value: Any, stream: Any = 0) -> None:  # noqa: ARG002
+        self._tracer.numba_api.assign(self._view, key, value)
 
     # reading data on the host cannot be traced
     def __array__(self, *_: Any, **__: Any) -> Any:
@@ -105,12 +121,7 @@ class Array:
     def copy_to_device(self, ary: Any, stream: Any = 0) -> None:  # noqa: ARG002
         """Copy host data (again on every replay, as eagerly on every call) or another
         device array into this array."""
-        where = user_location(2)
-        src = self._tracer.view_or_external(ary)
-        if src is not None:
-            self._tracer.device_copy(self._view, src, where)
-        else:
-            self._tracer.host_to_device(ary, self._view, where)
+        self._tracer.numba_api.copy_into(self._view, ary)
 
     def __float__(self) -> float:
         raise _refuse("float() of a traced array reads device data while tracing", _READ_FIX)
@@ -134,7 +145,8 @@ class Array:
     def item(self, *_: Any) -> Any:
         raise _refuse("item() of a traced array reads device data while tracing", _READ_FIX)
 
-    tolist = item
+    def tolist(self) -> Any:
+        raise _refuse("tolist() of a traced array reads device data while tracing", _READ_FIX)
 
     @property
     def __cuda_array_interface__(self) -> dict:
@@ -148,10 +160,11 @@ class Array:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         v = self._view
-        shape = _resolve_shape(tuple(int(s) for s in shape), v.size)
+        shape = resolve_shape(tuple(int(s) for s in shape), v.size)
         if not v.is_c_contiguous():
-            raise _refuse(f"reshape of a non-contiguous traced array {v.shape}",
-                          "copy it first with tg.ops.copy")
+            raise _NeedsCopy(f"reshape of a non-contiguous traced array {v.shape} (Numba's "
+                             "device arrays refuse it too: the operation requires copying)",
+                             where=user_location(2), fix="copy it first with tg.ops.copy")
         strides = contiguous_strides(shape, v.itemsize)
         return Array(self._tracer, View(v.buffer, v.offset, shape, strides, v.dtype, v.readonly))
 
@@ -202,6 +215,17 @@ class Array:
         strides = (*v.strides[:-1], dtype.itemsize)
         return like(self, View(v.buffer, v.offset, shape, strides, dtype, v.readonly))
 
+    def split(self, section: int, stream: Any = 0) -> list[Array]:  # noqa: ARG002
+        """Views of `section` elements each (the last may be shorter), as Numba's."""
+        if self.ndim != 1:
+            raise _refuse("split() of a traced array of more than one axis",
+                          "split a 1-D array (Numba's split takes only those)")
+        return [self[i:i + section] for i in range(0, self.shape[0], section)]
+
+    def bind(self, stream: Any = 0) -> Array:  # noqa: ARG002
+        """The same array: a graph orders its work by the data it touches, not streams."""
+        return self
+
     def is_c_contiguous(self) -> bool:
         return self._view.is_c_contiguous()
 
@@ -211,6 +235,10 @@ class Array:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in Array.__slots__:  # protocol probes: plain
             raise AttributeError(name)
+        if name in _NO_MEMORY:
+            raise _MissingAttribute(f"a traced array has no attribute {name!r}: it has no "
+                                    "device memory while tracing (the graph allocates it)",
+                                    where=user_location(2), fix=_READ_FIX)
         raise _MissingAttribute(f"a traced array has no attribute {name!r} (tracegraph "
                                 "supports the shape, dtype, view and reshape methods of a "
                                 "device array inside a traced function)",
@@ -222,6 +250,9 @@ class Array:
     # comparisons with == are elementwise, as in NumPy, so `if x == 0:` refuses in __bool__
 
 
+# DeviceNDArray attributes that are its memory (each refused with its name)
+_NO_MEMORY = frozenset({"gpu_data", "device_ctypes_pointer", "get_ipc_handle", "as_cuda_arg",
+                        "alloc_size", "_numba_type_"})
 _UFUNC_OPS = {"true_divide": "divide", "absolute": "abs"}
 _OPS: dict[str, Any] = {}  # op name -> function, filled by install_operators
 
@@ -283,68 +314,6 @@ def tracer_of(a: Array) -> Tracer:
 def like(a: Array, view: View) -> Array:
     """A traced array of `a`'s trace over another view."""
     return Array(a._tracer, view)
-
-
-def _resolve_shape(shape: tuple[int, ...], size: int) -> tuple[int, ...]:
-    if any(s < -1 for s in shape) or shape.count(-1) > 1:
-        raise _refuse(f"cannot reshape into {shape}", "use non-negative sizes and at most "
-                      "one -1")
-    if shape.count(-1) == 1:
-        known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
-        if known == 0:
-            raise _refuse(f"cannot reshape {size} elements into {shape}: -1 is ambiguous "
-                          "next to a 0", "give every size")
-        shape = tuple(size // known if s == -1 else s for s in shape)
-    if int(np.prod(shape, dtype=np.int64)) != size:
-        raise _refuse(f"cannot reshape {size} elements into {shape}", "check the shape")
-    return shape
-
-
-def _index_view(v: View, key: Any) -> View:
-    """NumPy basic indexing (ints, slices, Ellipsis, None) on a view."""
-    if not isinstance(key, tuple):
-        key = (key,)
-    if any(k is Ellipsis for k in key):
-        i = key.index(Ellipsis)
-        fill = len(v.shape) - (len(key) - 1 - sum(k is None for k in key))
-        key = key[:i] + (slice(None),) * fill + key[i + 1:]
-    offset, shape, strides = v.offset, [], []
-    dim = 0
-    for k in key:
-        if k is None:
-            shape.append(1)
-            strides.append(0)
-            continue
-        if dim >= len(v.shape):
-            raise _refuse(f"too many indices for a traced array of shape {v.shape}",
-                          "index with at most one entry per dimension")
-        n, s = v.shape[dim], v.strides[dim]
-        if isinstance(k, slice):
-            start, stop, step = k.indices(n)
-            count = len(range(start, stop, step))
-            offset += start * s
-            shape.append(count)
-            strides.append(s * step)
-        elif isinstance(k, (bool, np.bool_)):
-            raise _refuse("traced arrays take no boolean indices",
-                          "use ints, slices, Ellipsis or None; mask inside a kernel")
-        elif isinstance(k, (int, np.integer)):
-            k = int(k)
-            if not -n <= k < n:
-                raise _refuse(f"index {k} is out of bounds for axis {dim} of size {n}",
-                              "check the index")
-            offset += (k % n) * s
-        else:
-            raise _refuse(f"traced arrays take basic indexing only, got {type(k).__name__}",
-                          "use ints, slices, Ellipsis or None; gather inside a kernel")
-        dim += 1
-    shape.extend(v.shape[dim:])
-    strides.extend(v.strides[dim:])
-    if 0 in shape:  # empty: no element, so no offset outside the buffer (x[::-1][n:])
-        offset = v.offset
-    return View(v.buffer, offset, tuple(shape), tuple(strides), v.dtype, v.readonly)
-
-
 
 
 class DynamicScalar:

@@ -33,6 +33,7 @@ from .devicearrays import (
     memory_info,
     simulated_device_array_host,
     to_device,
+    traced_array_class,
     view_at,
 )
 from .hooks import current_tracer, in_host_callback, install_hooks, set_tracer
@@ -135,6 +136,7 @@ __all__ = [
     "simulator_lock",
     "simulator_scalar",
     "to_device",
+    "traced_array_class",
     "tuple_type",
     "unflatten_params",
     "unknown_globals",

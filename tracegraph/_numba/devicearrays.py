@@ -1,6 +1,7 @@
 """Device arrays as Numba sees them: simulator arrays, addresses, views, ownership."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,23 @@ def is_device_array_type(t: type) -> bool:
 
 
 def is_simulated_device_array(obj: Any) -> bool:
-    return _SimDeviceArray is not None and isinstance(obj, _SimDeviceArray)
+    # by type: a traced array's __class__ answers as a device array's (traced_array_class)
+    return _SimDeviceArray is not None and issubclass(type(obj), _SimDeviceArray)
+
+
+@functools.cache
+def traced_array_class() -> type:
+    """What a traced array gives as its __class__, so isinstance() takes it for Numba's
+    device array (the simulator's FakeCUDAArray there); never instantiated."""
+    from numba.cuda.cudadrv import devicearray
+    base: Any = _SimDeviceArray if _SimDeviceArray is not None else devicearray.DeviceNDArray
+
+    class TracedDeviceArray(base):
+        """A device array inside a traced function (tracegraph.Array)."""
+
+        def __init__(self, *_: Any, **__: Any):
+            raise TypeError("tracegraph's traced arrays are made by tracing only")
+    return TracedDeviceArray
 
 
 def simulated_device_array_host(obj: Any) -> np.ndarray:

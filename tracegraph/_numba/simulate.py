@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .kernels import SIMULATOR
+from .reduction import stand_in
 from .simclone import clone_scopes, follow_rebound_names, rebuilt, simulated
 from .simshared import shared_array
 
@@ -32,6 +33,9 @@ def simulator_kernel(kernel: Any) -> Any:
     is re-bound to a copy of its globals in which the device functions it calls are
     simulator kernels too, so the user's modules are never modified.
     """
+    found = stand_in(kernel)  # one of Numba's reduction kernels (reduction.py)
+    if found is not None:
+        return found
     if SIMULATOR:
         return kernel
     with _sim_lock:

@@ -10,6 +10,7 @@ from .memory import (
                      Access,
                      Buffer,
                      View,
+                     bytes_view,
                      contiguous_strides,
                      memory_regions,
                      region_access,
@@ -44,6 +45,6 @@ __all__ = [
     "UNBOUNDED", "Access", "Buffer", "BufferKind", "Conditional", "Copy", "CopyRole",
     "EventUse", "Fill", "ForeignKernel", "HostCall", "InputKind", "InputLeaf", "Launch",
     "LibraryCall", "NodeAttributes", "Op", "OpData", "OpKind", "OutputKind", "OutputLeaf",
-    "Program", "ScalarArg", "View", "args_key", "contiguous_strides", "copy_graph",
+    "Program", "ScalarArg", "View", "args_key", "bytes_view", "contiguous_strides", "copy_graph",
     "memory_regions", "op_graph", "region_access", "same_binding", "verify",
 ]

@@ -73,6 +73,11 @@ class View:
         return _contiguous(self.shape, self.strides, self.itemsize)
 
 
+def bytes_view(buffer: int, offset: int, nbytes: int) -> View:
+    """`nbytes` bytes of a buffer from `offset`, as a view (what copies and memsets take)."""
+    return View(buffer, offset, (nbytes,), (1,), np.dtype(np.uint8))
+
+
 def _contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
     """Each axis's stride, innermost first, is the bytes of the axes inside it."""
     if 0 in shape:

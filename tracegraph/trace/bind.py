@@ -27,6 +27,7 @@ from ..ir import (
     OutputLeaf,
     Program,
     View,
+    bytes_view,
     op_graph,
 )
 from ..location import definition_location, user_location
@@ -34,7 +35,7 @@ from ..signature import arguments
 from ..traced import Array, DynamicScalar
 from . import buffer_names
 from .bodies import as_programs, body_buffers, shadow_inputs
-from .tracer import Tracer, _bytes_view
+from .tracer import Tracer
 
 # ---------------------------------------------------------------------------
 # tracing a whole function
@@ -136,7 +137,7 @@ def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
             if info.placement == arguments.HOST:
                 staging = tracer.new_buffer(nbytes, STAGING, f"{path} (pinned)", input_index=i)
                 buf = tracer.new_buffer(nbytes, HOST_INPUT, path, input_index=i)
-                tracer.copy(_bytes_view(buf, 0, nbytes), _bytes_view(staging, 0, nbytes),
+                tracer.copy(bytes_view(buf, 0, nbytes), bytes_view(staging, 0, nbytes),
                             f"copy in {path}", CopyRole.INPUT)
             else:
                 staging = None
@@ -234,7 +235,7 @@ def _copy_out(tracer: Tracer, results: list[tuple[int, View, str]], outputs: lis
     paths = ", ".join(dict.fromkeys(p for _, _, p in results))
     dst = tracer.new_buffer(stop - start, TEMP if device_mode else STAGING, paths)
     source = results[0][1].buffer
-    tracer.copy(_bytes_view(dst, 0, stop - start), _bytes_view(source, start, stop - start),
+    tracer.copy(bytes_view(dst, 0, stop - start), bytes_view(source, start, stop - start),
                 f"copy out {paths}", CopyRole.OUTPUT, definition_location(fn))
     kind = OutputKind.DEVICE if device_mode else OutputKind.HOST
     for index, view, _ in results:
@@ -384,7 +385,7 @@ def _mark_written_and_write_back(tracer: Tracer, inputs: list[InputLeaf]) -> lis
             copied_back.add(inp.buffer)
             n = tracer.buffers[inp.buffer].nbytes
             assert inp.staging is not None  # a host input
-            tracer.copy(_bytes_view(inp.staging, 0, n), _bytes_view(inp.buffer, 0, n),
+            tracer.copy(bytes_view(inp.staging, 0, n), bytes_view(inp.buffer, 0, n),
                         f"write back {inp.path}", CopyRole.WRITE_BACK)
         out.append(replace(inp, written=is_written))
     return out

@@ -13,7 +13,6 @@ from ..contract.compiled_in import CompiledIn
 from ..errors import TraceError
 from ..ir import (
     EXTERNAL,
-    HOST_CONSTANT,
     TEMP,
     Access,
     Buffer,
@@ -38,11 +37,10 @@ from ..traced import Array, DynamicScalar, tracer_of, view_of
 from .functions import (
     DECLARATIONS,
     MAX_BYTES,
-    _dtype,
     _parameter_accesses,
-    _shape,
     declared_access,
 )
+from .hostapi import HostAPI
 from .launch_config import check_numba_form, checked_dims
 from .origins import kernel_argument, what_it_is
 
@@ -72,6 +70,10 @@ class Tracer:
         self.call: tuple | None = None  # (fn, args, kwargs) traced: where values came from
         self.given_names: set[int] = set()  # buffers made with name= (buffer_names.py)
         self.result_paths: list[str] = []  # the results' paths, once bound
+        self.numba_api = HostAPI(self)  # Numba's host API called while tracing
+        # objects that launched kernels of their own (CUDA ufuncs, cuda.reduce): guarded
+        # by identity, as the kernels the function names are
+        self.launchers: dict[int, Any] = {}
 
     def new_buffer(self, nbytes: int, kind: BufferKind, name: str = "", *,
                    input_index: int | None = None,
@@ -162,6 +164,9 @@ class Tracer:
     def check_configuration(self, kernel: Any, griddim: Any, blockdim: Any) -> None:
         """What Numba's kernel[griddim, blockdim] refuses, as a TraceError at that line."""
         check_numba_form(_numba.kernel_name(kernel), griddim, blockdim, user_location(3))
+    def launched_by(self, obj: Any) -> None:
+        """`obj` (a CUDA ufunc, a cuda.reduce object) launches kernels it made itself."""
+        self.launchers.setdefault(id(obj), obj)
 
     def _captured_accesses(self, found: tuple, kernel: str, where: str) -> tuple[Access, ...]:
         """Accesses to the device arrays a kernel names as globals or closure variables:
@@ -287,52 +292,6 @@ class Tracer:
         name = {"while": "while", "if": "if", "switch": "switch"}[data.kind]
         self.ops.append(Op(OpKind.CONDITIONAL, name, tuple(accesses), where, data))
 
-    # -- Numba's host API called while tracing (_numba/hooks.py) --------------
-    def device_array(self, shape: Any, dtype: Any, order: str = "C") -> Array:
-        """cuda.device_array inside a traced function: a graph-owned array."""
-        shape = _shape(shape)
-        if order == "F":
-            return self.new_array(shape[::-1], _dtype(dtype), zero=False).T
-        return self.new_array(shape, _dtype(dtype), zero=False)
-
-    def host_to_device(self, host: Any, dst: View | None, where: str) -> Array | None:
-        """cuda.to_device(host) (dst None: into a new graph-owned array) or a copy of host
-        data into `dst`, as eager Numba does it on every call: the graph copies the held
-        host array's current contents in on every replay."""
-        if isinstance(host, Array):
-            raise TraceError("cuda.to_device() got a traced array, which already is on the "
-                             "device", where=where, fix="use it directly, or tg.ops.copy")
-        data = np.asarray(host)
-        problem = _numba.dtype_problem(data.dtype)
-        if problem is not None:
-            raise TraceError(f"cuda.to_device() of a {data.dtype} array: {problem}",
-                             where=where, fix="copy numeric data")
-        if dst is None:
-            dst = view_of(self.new_array(tuple(data.shape), data.dtype, zero=False))
-        elif dst.size != data.size or dst.dtype != data.dtype or not dst.is_c_contiguous():
-            raise TraceError(f"copying a {data.dtype}{list(data.shape)} host array into a "
-                             f"{dst.dtype}{list(dst.shape)} device array", where=where,
-                             fix="copy into a contiguous device array of the same size and "
-                                 "dtype")
-        nbytes = data.size * data.dtype.itemsize
-        held = self.new_buffer(nbytes, HOST_CONSTANT, "host constant", external=host)
-        start, _ = dst.byte_range()
-        self.copy(_bytes_view(dst.buffer, start, nbytes), _bytes_view(held, 0, nbytes),
-                  "copy in a host array", CopyRole.CONSTANT, where)
-        return Array(self, dst)
-
-    def device_copy(self, dst: View, src: View, where: str) -> None:
-        """One device array copied into another (copy_to_device of a device array)."""
-        if dst.shape != src.shape or dst.dtype != src.dtype or not (
-                dst.is_c_contiguous() and src.is_c_contiguous()):
-            raise TraceError(f"copying a {src.dtype}{list(src.shape)} device array into a "
-                             f"{dst.dtype}{list(dst.shape)} one", where=where,
-                             fix="copy between contiguous arrays of one shape and dtype, or "
-                                 "use tg.ops.copy")
-        (a, b), (c, _) = dst.byte_range(), src.byte_range()
-        self.copy(_bytes_view(dst.buffer, a, b - a), _bytes_view(src.buffer, c, b - a),
-                  "device copy", CopyRole.USER, where)
-
     def view_or_external(self, obj: Any) -> View | None:
         """The view a traced array or a captured device array stands for, or None."""
         if isinstance(obj, Array):
@@ -374,8 +333,3 @@ def _device_arrays(value: Any) -> list[Any]:
         return [a for v in value for a in _device_arrays(v)]
     return [value] if value is not None and not isinstance(value, (int, float, complex, str)) \
         else []
-
-
-def _bytes_view(buffer: int, offset: int, nbytes: int) -> View:
-    return View(buffer, offset, (nbytes,), (1,), np.dtype(np.uint8))
-
