@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 from numba.core import types as numba_types
 
-from ..contract.chains import CLOSURE, GLOBAL, names_of
 from .captured import GlobalRef, _functions_in, _named_values, is_device_array
 from .kernels import kernel_py_func, referenced_names
 
@@ -173,6 +172,7 @@ def loaded_paths(code: types.CodeType) -> tuple[frozenset[tuple[str, ...]],
     ...). Used otherwise: each whole chain (stored to a local, passed, indexed or returned:
     `c = cfg.sub; c.X`, `dev(cfg)`): any attribute named may be read below it. The chains
     come from contract/chains.py, which reads every supported Python's bytecode."""
+    from ..contract.chains import CLOSURE, GLOBAL, names_of  # (contract imports _numba)
     paths: set[tuple[str, ...]] = set()
     escaped: set[tuple[str, ...]] = set()
     for chain in names_of(code, code.co_varnames, bare_parameters=True).loaded:

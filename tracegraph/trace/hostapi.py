@@ -15,7 +15,6 @@ from ..location import user_location
 from ..signature import arguments
 from ..traced import Array, like, view_of
 from . import assign
-from .callees import untraced
 from .functions import _dtype, _shape
 
 if TYPE_CHECKING:
@@ -28,7 +27,6 @@ class HostAPI:
     def __init__(self, tracer: Tracer):
         self.tracer = tracer
 
-    @untraced
     def device_array(self, shape: Any, dtype: Any, order: str = "C") -> Array:
         """cuda.device_array inside a traced function: a graph-owned array."""
         shape = _shape(shape)
@@ -49,7 +47,6 @@ class HostAPI:
         info = arguments.describe(obj)
         return info is not None and info.placement == arguments.DEVICE
 
-    @untraced
     def device_stand_in(self, obj: Any) -> Array:
         """A traced array for a traced or captured device array."""
         if isinstance(obj, Array):
@@ -65,19 +62,16 @@ class HostAPI:
         return like(a, View(v.buffer, v.offset, tuple(int(n) for n in shape),
                             tuple(int(s) for s in strides), v.dtype, v.readonly))
 
-    @untraced
     def contiguous_copy(self, a: Array) -> Array:
         """A C-contiguous copy of `a` (any layout, broadcast views too)."""
         out = self.tracer.new_array(tuple(a.shape), np.dtype(a.dtype), zero=False)
         assign.assign(self.tracer, view_of(out), Ellipsis, a, user_location(2))
         return out
 
-    @untraced
     def assign(self, dst: View, key: Any, value: Any) -> None:
         """`dst[key] = value` on the host (Numba's DeviceNDArray.__setitem__)."""
         assign.assign(self.tracer, dst, key, value, user_location(2))
 
-    @untraced
     def copy_in(self, host: Any, dst: View | None = None) -> Array:
         """cuda.to_device(host) (dst None: into a new graph-owned array) or host data copied
         into `dst`, as eager Numba does it on every call: the graph copies the held host
@@ -106,7 +100,6 @@ class HostAPI:
                          CopyRole.CONSTANT, where)
         return Array(self.tracer, dst)
 
-    @untraced
     def copy_into(self, dst: View, src: Any) -> None:
         """copy_to_device(src) of a traced or captured array: from another device array,
         or host data copied in on every replay."""
