@@ -9,18 +9,12 @@ import types
 
 import numpy as np
 from numba import cuda
+from small_kernels import add_to, axpy
 
 import tracegraph as tg
 from tracegraph import _numba
 
 N = 8
-
-
-@cuda.jit
-def axpy(x, w, a):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] = x[i] * w[i] + a
 
 
 @cuda.jit
@@ -195,13 +189,6 @@ def test_an_array_of_changing_layout_found_over_the_same_memory_is_checked_every
     before = x.copy_to_host()
     f(x)
     np.testing.assert_allclose(x.copy_to_host(), before * 5.0 + layer.a)
-
-
-@cuda.jit
-def add_to(x, v):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += v
 
 
 def test_an_input_copying_could_follow_replays_directly_until_it_moves(

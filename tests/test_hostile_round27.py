@@ -11,12 +11,14 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from numba import cuda
 from eager import against_eager
-from test_hostile_round26 import N, add_to, axpy
+from numba import cuda
+from small_kernels import add_to, axpy
 
 import tracegraph as tg
 from tracegraph.errors import TraceError
+
+N = 8
 
 
 def _set(owner, name, value):

@@ -14,27 +14,9 @@ import numpy as np
 import pytest
 from eager import against_eager
 from numba import cuda
+from small_kernels import add_to, mul_by
 
 N = 8
-
-
-@cuda.jit
-def add_to(x, v):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += v
-
-
-@cuda.jit
-def mul_by(x, v):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] *= v
-
-
-def guards_of(f, kind=None):
-    gs = list(f.compiled[0].program.guards)
-    return [g for g in gs if kind is None or type(g).__name__ == kind]
 
 
 # ---------------------------------------------------------------- class attributes

@@ -34,14 +34,12 @@ import numpy as np
 import pytest
 from eager import against_eager
 from numba import cuda
-from test_hostile_round29 import N, add_to
-from test_hostile_round29 import guards_of as _guards
+from small_kernels import add_to
+from trace_counts import guards_of, misses
 
 import tracegraph as tg
 
-
-def _misses(f) -> int:
-    return sum(f.cache_info().misses.values())
+N = 8
 
 
 # ======================================================================= regressions
@@ -91,7 +89,7 @@ def test_getattr_by_held_names_does_not_check_every_name_absent_on_every_block(b
     fn, fl = tg.compile(named.run, backend=backend), tg.compile(listed.run, backend=backend)
     fn(x)
     fl(x)
-    absent = _guards(fn, "AbsentGuard")
+    absent = guards_of(fn, "AbsentGuard")
     assert len(absent) < 100, f"{len(absent)} AbsentGuards, e.g. " \
         f"{[g.ref.describe() for g in absent[:3]]}"
 
@@ -162,7 +160,7 @@ def test_a_lazily_cached_attribute_does_not_check_every_loaded_name_on_every_obj
     fz, fp = tg.compile(lazy.run, backend=backend), tg.compile(plain.run, backend=backend)
     fz(x)
     fp(x)
-    absent = _guards(fz, "AbsentGuard")
+    absent = guards_of(fz, "AbsentGuard")
     assert len(absent) < 200, f"{len(absent)} AbsentGuards, e.g. " \
         f"{[g.ref.describe() for g in absent[:4]]}"
 
@@ -202,7 +200,7 @@ def test_a_null_object_writer_does_not_fill_the_search_with_type_checks(backend)
         warnings.simplefilter("always")
         f(x)
     assert not [w for w in caught if "values looked at" in str(w.message)]
-    assert len(_guards(f)) < 5000, len(_guards(f))
+    assert len(guards_of(f)) < 5000, len(guards_of(f))
 
 
 # (4) weakref proxies
@@ -231,7 +229,7 @@ def test_a_weakref_proxy_in_the_state_keeps_the_direct_replay_path(fixed_device_
     x = cuda.to_device(np.ones(N))
     f(x)
     f(x)
-    no_check = [g.ref.describe() for g in _guards(f) if getattr(g, "check", 0) is None]
+    no_check = [g.ref.describe() for g in guards_of(f) if getattr(g, "check", 0) is None]
     assert not f.compiled[0].guarded, f"guards without a direct check: {no_check}"
 
 
@@ -269,7 +267,7 @@ def test_weakref_proxies_alternating_between_two_classes_do_not_retrace_every_ca
         f(x)
         got.append(float(x.copy_to_host()[0]))
     assert got == [1.0, 2.0, 3.0, 2.0, 3.0, 2.0, 3.0, 2.0, 3.0]
-    assert _misses(f) == 3, f.cache_info()
+    assert misses(f) == 3, f.cache_info()
 
 
 # =========================================================== remaining silent wrong answers

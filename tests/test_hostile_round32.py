@@ -36,8 +36,8 @@ import numpy as np
 import pytest
 from eager import against_eager
 from numba import cuda
-from test_hostile_round29 import N, add_to
-from test_hostile_round29 import guards_of as _guards
+from small_kernels import add_to
+from trace_counts import guards_of, misses
 
 import tracegraph as tg
 
@@ -51,8 +51,7 @@ def relu_to(x, v):
 
 
 
-def _misses(f) -> int:
-    return sum(f.cache_info().misses.values())
+N = 8
 
 
 # ============================================================================ regressions
@@ -116,7 +115,7 @@ def test_a_with_block_does_not_check_every_loaded_name_absent_on_every_object(ba
     fp = tg.compile(p.run_plain, backend=backend)
     fw(x)
     fp(x)
-    absent = _guards(fw, "AbsentGuard")
+    absent = guards_of(fw, "AbsentGuard")
     assert len(absent) < 50, f"{len(absent)} AbsentGuards, e.g. " \
         f"{[g.ref.describe() for g in absent[:4]]}"
 
@@ -171,7 +170,7 @@ def test_vars_in_the_code_does_not_make_every_dict_key_an_absence_check(backend)
     fb = tg.compile(b.run_plain, backend=backend)
     fa(x)
     fb(x)
-    absent = _guards(fa, "AbsentGuard")
+    absent = guards_of(fa, "AbsentGuard")
     assert len(absent) < 50, f"{len(absent)} AbsentGuards, e.g. " \
         f"{[g.ref.describe() for g in absent[:6]]}"
 
@@ -218,7 +217,7 @@ def test_keyword_argument_names_are_not_absence_checked(backend):
     m = _ActModel(100)
     f = tg.compile(m.run, backend=backend)
     f(x)
-    kw = [g.ref.describe() for g in _guards(f, "AbsentGuard")
+    kw = [g.ref.describe() for g in guards_of(f, "AbsentGuard")
           if g.ref.describe().rsplit(".", 1)[-1] in ("weight", "offset", "clip")]
     assert not kw, f"{len(kw)} absence checks of keyword argument names, e.g. {kw[:4]}"
 
@@ -257,7 +256,7 @@ def test_a_config_rebuilt_every_step_does_not_retrace_every_call(backend):
             x = cuda.to_device(np.zeros(N))
             f(x)
             assert x.copy_to_host()[0] == 0.5
-    assert _misses(f) <= 2, f.cache_info()
+    assert misses(f) <= 2, f.cache_info()
 
 
 # ============================================================ remaining silent wrong answers

@@ -24,19 +24,9 @@ import numpy as np
 import pytest
 from eager import against_eager
 from numba import cuda
+from small_kernels import axpb
 
 import tracegraph as tg
-
-
-@cuda.jit
-def axpb(x, a, b):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] = a * x[i] + b
-
-
-def _misses(f) -> int:
-    return sum(f.cache_info().misses.values())
 
 
 @dataclasses.dataclass

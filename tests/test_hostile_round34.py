@@ -28,7 +28,8 @@ import numpy as np
 import pytest
 from eager import against_eager
 from numba import cuda
-from test_hostile_round33 import _misses, axpb
+from small_kernels import axpb
+from trace_counts import misses
 
 import tracegraph as tg
 
@@ -60,7 +61,7 @@ def test_vars_self_in_a_callee_does_not_check_the_traced_objects_counter(backend
     for _ in range(5):
         f(x)
         m.it += 1            # host bookkeeping between steps
-    assert _misses(f) == 1   # ea7815a: traces on every call (5)
+    assert misses(f) == 1   # ea7815a: traces on every call (5)
 
 
 def test_vars_self_in_a_callee_still_follows_the_optimizer(backend):
@@ -76,7 +77,7 @@ def test_vars_self_in_a_callee_still_follows_the_optimizer(backend):
     for _ in range(3):
         f(x)
         m2.it += 1
-    assert _misses(f) == 1
+    assert misses(f) == 1
 
 
 # ------------------------------------- (2) every reached dict's keys become names
@@ -104,7 +105,7 @@ def test_a_stats_dict_read_only_by_len_does_not_retrace(backend, bump):
             m.stats["steps"] += 1
         else:
             m.steps += 1
-    assert _misses(f) == 1   # ea7815a: 5 (2195532: 1)
+    assert misses(f) == 1   # ea7815a: 5 (2195532: 1)
 
 
 VOCAB = {f"tok{i}": i for i in range(2000)}

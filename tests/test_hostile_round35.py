@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import cuda
-from test_hostile_round33 import _misses, axpb
+from small_kernels import axpb
+from trace_counts import misses
 
 import tracegraph as tg
 
@@ -48,7 +49,7 @@ def test_nested_helper_reading_its_param_whole_does_not_read_the_model_whole(bac
     for _ in range(5):
         f(x)
         m.it += 1
-    assert _misses(f) == 1   # fe5f0a5: 5 (ea7815a, 2195532: 1)
+    assert misses(f) == 1   # fe5f0a5: 5 (ea7815a, 2195532: 1)
 
 
 def test_nested_helper_still_follows_the_param(backend):
@@ -79,7 +80,7 @@ def test_callable_object_with_a_lambda_reading_its_param_whole(backend):
     for _ in range(5):
         f(x)
         n.it += 1
-    assert _misses(f) == 1   # fe5f0a5: 5 (ea7815a, 2195532: 1)
+    assert misses(f) == 1   # fe5f0a5: 5 (ea7815a, 2195532: 1)
 
 
 # ------------------------------ (2) vars(self) with self captured by a closure
@@ -108,4 +109,4 @@ def test_vars_self_with_self_in_a_closure_does_not_read_the_model_whole(backend)
     for _ in range(5):
         f(x)
         m.it += 1
-    assert _misses(f) == 1   # fe5f0a5 and ea7815a: 5 (2195532: 1)
+    assert misses(f) == 1   # fe5f0a5 and ea7815a: 5 (2195532: 1)
