@@ -13,10 +13,10 @@ from pathlib import Path
 
 def _real_mode(*args: str) -> str:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    here = Path(__file__).parent
-    env["PYTHONPATH"] = os.pathsep.join([str(here.parent), str(here),
+    tests = Path(__file__).resolve().parents[1]  # the helper modules' folder
+    env["PYTHONPATH"] = os.pathsep.join([str(tests.parent), str(tests),
                                          env.get("PYTHONPATH", "")])
-    run = subprocess.run([sys.executable, str(here / "access_real_mode_kernels.py"), *args],
+    run = subprocess.run([sys.executable, str(tests / "access_real_mode_kernels.py"), *args],
                          env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     return run.stdout

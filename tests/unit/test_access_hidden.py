@@ -1,14 +1,19 @@
 """Captured arrays and parameters reached only through constructs the access analysis must
 see through or give up on (tests/hidden_access.py): the trace records at least the access
 eager Numba makes, and the graph matches eager Numba (in random orders on sim) where Numba
-on the GPU compiles the kernel."""
+on the GPU compiles the kernel. Also: a keyword after a skipped default reaches the device
+function on the simulator, an object that only looks like an array (a __getattr__
+answering everything, a dict with "data") is a static argument, and a host function
+named like an attribute the kernel uses (`cuda.atomic.add`) is not followed."""
 from __future__ import annotations
 
 import hidden_access as ha
+import networkx as nx
 import numpy as np
 import pytest
 from eager import matches_eager
 from numba import cuda
+from numba.cuda import to_device as _to_device
 from small_kernels import copy, fill
 
 import tracegraph as tg
@@ -158,3 +163,111 @@ def test_an_object_answering_every_attribute_is_not_taken_for_an_array():
         names_a_proxy[GRID, BLOCK](out)
         return out
     tg.compile(step, backend="sim").trace(cuda.to_device(np.zeros(N)))
+
+
+DEFAULT = cuda.to_device(np.zeros(N))
+
+
+@cuda.jit(device=True)
+def _put(i, v=1.0, arr=DEFAULT):
+    arr[i] = v
+
+
+@cuda.jit
+def put_with_a_keyword_after_a_skipped_default(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        _put(i, arr=x)
+
+
+def test_keyword_after_a_skipped_default_reaches_the_device_function(backend):
+    """Device-function call `put(i, arr=x)` skipping defaulted `v`: sim drops `arr=x`."""
+    def step(x):
+        put_with_a_keyword_after_a_skipped_default[1, N](x)
+        return x
+
+    DEFAULT.copy_to_device(np.zeros(N))
+    x = cuda.to_device(np.zeros(N))
+    tg.compile(step, backend=backend)(x)
+    np.testing.assert_array_equal(x.copy_to_host(), np.ones(N))    # as Numba on a GPU
+    np.testing.assert_array_equal(DEFAULT.copy_to_host(), np.zeros(N))
+
+
+N16 = 16
+
+
+def _independent(prog, a, b):
+    return not nx.has_path(prog.graph, a, b) and not nx.has_path(prog.graph, b, a)
+
+
+class _LenientConfig:
+    def __init__(self):
+        self.scale = 2.0
+        self.paths = {"data": "train.csv", "out": "runs/"}
+
+    def __getattr__(self, name):   # unknown keys fall back to the paths section
+        return self.paths
+
+
+@cuda.jit
+def _scale(x, out, s):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] * s
+
+
+def test_object_answering_a_dict_with_data_is_a_static_argument():
+    """A config object whose __getattr__ returns a dict with 'data' crashes (KeyError 'typestr')."""
+    def step(x, out, cfg):
+        _scale[1, N16](x, out, cfg.scale)
+        return out
+
+    out = tg.compile(step, backend="sim")(_to_device(np.ones(N16)), _to_device(np.zeros(N16)),
+                                          _LenientConfig())
+    np.testing.assert_allclose(out.copy_to_host(), np.full(N16, 2.0))
+
+
+# A kernel the analysis cannot fully follow (a kernel-local lambda makes an unknown callee)
+# is given every array its names reach. The attribute name `add` of `cuda.atomic.add` names
+# this module's host API `add` too, whose workspace (reallocated lazily) the kernel must
+# not be given: two independent launches would be ordered, and a host-side reallocation
+# refused as a rebinding.
+_workspace = cuda.device_array(N16)
+
+
+def _get_workspace(n):
+    global _workspace
+    if _workspace.size < n:
+        _workspace = cuda.device_array(n)
+    return _workspace
+
+
+def add(x, out):
+    """Host API: out[0] += sum(x * x), through a reusable workspace."""
+    _get_workspace(x.size)
+
+
+@cuda.jit
+def sum_of_squares(x, out):
+    i = cuda.grid(1)
+    sq = lambda v: v * v
+    if i < x.size:
+        cuda.atomic.add(out, 0, sq(x[i]))
+
+
+def _sos_step(x1, o1, x2, o2):
+    sum_of_squares[1, N16](x1, o1)
+    sum_of_squares[1, N16](x2, o2)
+    return o1, o2
+
+
+def _sos_args():
+    return (_to_device(np.ones(N16)), _to_device(np.zeros(1)), _to_device(np.ones(N16)),
+            _to_device(np.zeros(1)))
+
+
+def test_host_function_sharing_an_attribute_name_is_not_followed():
+    """A host `add`, named like cuda.atomic.add, is not followed into its workspace."""
+    prog = tg.compile(_sos_step, backend="sim").trace(*_sos_args())
+    assert not any(b.external is _workspace for b in prog.buffers)
+    assert _independent(prog, 0, 1)
