@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = os.path.join(ROOT, "examples")
 NAMES = ["mlp_inference", "rk4", "rl_env_step", "heat_jacobi", "branches", "decode_step",
          "solve_until_converged", "rl_rollout", "data_parallel_step"]
 

@@ -1,8 +1,10 @@
-"""The public API: signatures, __call__ / replay, placement of results, in-place inputs."""
+"""The public API: signatures, __call__ / replay, placement of results, in-place inputs,
+a compiled function called inside another's trace (inlined), a compiled method."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from eager import host
 from numba import cuda
 from small_kernels import add, copy, iadd, iscale, scale
 
@@ -449,3 +451,50 @@ def test_the_collector_waits_while_graphs_compile_and_comes_back_as_it_was():
         finally:
             leave.set()
             gc.enable()
+
+
+N = 8
+
+
+GRID, BLOCK = 1, N
+
+
+def test_a_compiled_function_inside_another_is_inlined(backend, monkeypatch):
+    @tg.compile(backend=backend)
+    def inner(x):
+        out = cuda.device_array_like(x)
+        scale[GRID, BLOCK](x, 3.0, out)
+        return out
+
+    @tg.compile(backend=backend)
+    def outer(x):
+        y = inner(x)
+        z = cuda.device_array_like(x)
+        scale[GRID, BLOCK](y, 2.0, z)
+        return inner.replay(z)
+
+    x = np.arange(N, dtype=np.float64)
+    for _ in range(2):
+        np.testing.assert_array_equal(host(outer(x)), 18.0 * x)
+    assert [op.name for op in outer.latest.program.ops if op.kind == "kernel"] == ["scale"] * 3
+    assert not inner.compiled  # nothing of its own was compiled
+    np.testing.assert_array_equal(host(inner(np.ones(N))), np.full(N, 3.0))
+
+
+def test_a_compiled_method(backend):
+    class Model:
+        def __init__(self, gain):
+            self.gain = gain
+
+        @tg.compile(backend=backend)
+        def step(self, x):
+            out = tg.empty_like(x)
+            scale[GRID, BLOCK](x, self.gain, out)
+            return out
+
+    a, b = Model(2.0), Model(3.0)
+    x = np.arange(N, dtype=np.float64)
+    np.testing.assert_array_equal(host(a.step(x)), 2.0 * x)
+    np.testing.assert_array_equal(host(b.step(x)), 3.0 * x)
+    np.testing.assert_array_equal(host(a.step.replay(x)), 2.0 * x)
+    assert len(Model.step.compiled) == 2

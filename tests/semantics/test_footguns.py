@@ -141,8 +141,8 @@ def test_keyword_and_positional_forms(backend):
 
 
 def test_extra_keyword_arguments_in_another_order_are_another_signature(backend):
-    """The function receives **kwargs in the caller's order and may iterate it (round 13:
-    one signature for both orders replayed the first order's launches)."""
+    """The function receives **kwargs in the caller's order and may iterate it (one
+    signature for both orders would replay the first order's launches)."""
     traces = []
 
     def body(x, **opts):

@@ -1,6 +1,9 @@
 """Varying sizes: buckets, padding, tg.length, dynamic scalars, in-place update, memory
-planning and the cache, on every backend (cuda on its CPU stand-in without a GPU)."""
+planning and the cache, a padded argument viewing a captured array (refused), on every
+backend (cuda on its CPU stand-in without a GPU)."""
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -9,6 +12,7 @@ from numba import cuda
 from small_kernels import add, iscale, scale
 
 import tracegraph as tg
+from tracegraph.errors import SignatureError
 from tracegraph.passes.memory import unplanned_bytes
 
 D = 4  # features
@@ -354,3 +358,45 @@ def test_dynamic_arguments_sharing_memory_are_refused_where_padding_would_split_
     f(x, y, out)
     want = [1.0] * 8 if place != "overlapping views" else [1.0] * 6 + [0.0] * 2
     np.testing.assert_array_equal(host(out), want)
+
+
+@cuda.jit
+def double(x):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        x[i] = 2 * x[i]
+
+
+@cuda.jit
+def total(buf, out):
+    if cuda.grid(1) == 0:
+        s = 0.0
+        for i in range(buf.shape[0]):
+            s += buf[i]
+        out[0] = s
+
+
+BUF = None
+
+
+def test_a_padded_dynamic_argument_viewing_a_captured_array_is_refused(backend):
+    global BUF
+    BUF = cuda.to_device(np.arange(16.0))
+
+    def step(x):
+        double[1, 64](x)
+        out = cuda.device_array(1)
+        total[1, 1](BUF, out)
+        return out
+
+    f = tg.compile(step, backend=backend, dynamic={"x": 0}, buckets=(8, 16))
+    with pytest.raises(SignatureError, match="captures") as e:
+        f(BUF[:5])
+    assert os.path.basename(__file__) in str(e.value)
+    # at a bucket's length nothing is padded: eager's answer
+    got = f(BUF[:8]).copy_to_host()
+    assert got[0] == np.arange(16.0).sum() + np.arange(8.0).sum()
+    # an array of its own is padded as before
+    y = cuda.to_device(np.ones(5))
+    f(y)
+    np.testing.assert_array_equal(y.copy_to_host(), 2 * np.ones(5))

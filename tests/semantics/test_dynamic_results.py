@@ -1,6 +1,7 @@
 """Results of a dynamic= function at a call's length below its bucket: slices that clip at
 0, fixed-size slices, results indexed from the end, Python values computed from the
-length, and lengths the function cannot be traced at. Each is the eager answer or a
+length (passed to a kernel, or deciding a result's structure), and lengths the function
+cannot be traced at. Each is the eager answer or a
 TraceError at compile time; on every backend (cuda on its CPU stand-in without a GPU)."""
 from __future__ import annotations
 
@@ -156,3 +157,25 @@ def test_the_checks_trace_a_few_lengths_not_every_one(backend):
 
     np.testing.assert_array_equal(host(f(np.arange(10.0))), 2 * np.arange(3.0, 10.0))
     assert sorted(traced) == [0, 1, 3, 4, 64, 65, 66]
+
+
+def test_a_python_value_from_the_bucket_s_shape_passed_to_a_kernel_is_refused(backend):
+    def body(x):
+        out = cuda.device_array_like(x)
+        scale[1, 16](x, 1.0 / x.shape[0], out)
+        return out
+
+    f = tg.compile(body, backend=backend, dynamic={"x": 0}, buckets=(8,))
+    with pytest.raises(tg.TraceError, match="follows the dynamic length"):
+        f(np.arange(5.0))
+
+
+def test_a_result_structure_that_follows_the_length_is_refused(backend):
+    def body(x):
+        out = cuda.device_array_like(x)
+        scale[1, 16](x, 2.0, out)
+        return {("long" if x.shape[0] > 6 else "short"): out}
+
+    f = tg.compile(body, backend=backend, dynamic={"x": 0}, buckets=(8,))
+    with pytest.raises(tg.TraceError, match="structure of"):
+        f(np.arange(5.0))

@@ -1,7 +1,8 @@
 """Cooperative (grid-sync) kernels as graph nodes: equal to eager Numba / NumPy with
 several blocks (the simulator runs a cooperative grid's blocks at once), numba-cuda's own
 grid-sync doc examples, in a loop body, re-pointed on replay, and a clear error for a grid
-too large to be resident."""
+too large to be resident; a grid sync in a closure's device function is found at trace
+time."""
 from __future__ import annotations
 
 import sys
@@ -250,3 +251,19 @@ def test_the_fake_platform_checks_its_limit_and_the_attribute(monkeypatch):
 
     with pytest.raises(Exception, match="not cooperative"):
         g(np.zeros(96, np.float32), np.zeros(96, np.float32))
+
+
+def test_grid_sync_in_a_closure_device_function_is_found_at_trace_time(backend):
+    def make():
+        @cuda.jit(device=True)
+        def barrier():
+            cuda.cg.this_grid().sync()
+
+        @cuda.jit
+        def k(a):
+            a[cuda.grid(1)] = 1
+            barrier()
+        return k
+
+    k = make()
+    assert tg._numba.uses_grid_sync(k)
