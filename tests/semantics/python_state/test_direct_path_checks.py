@@ -1,18 +1,21 @@
-"""Direct replays (a call of the very same argument objects: the checks of what the
-function's names find, then the launch) of graphs that capture device arrays held by
-Python objects, and of graphs whose inputs copying could follow when they move: a decode
-step over layers holding their weights takes the direct path, and whatever eager would see
-differently still takes the full one."""
+"""The direct replay path (a call of the very same argument objects) checks what the
+graph's names found: a graph traced for what a selector finds, captured arrays moved or
+re-laid out, equal values made anew, attributes a method reads, weakref proxies in the
+state, a variant whose base graph's paths changed. It replays directly while they hold
+and traces (or takes the matching graph) when they do not."""
 from __future__ import annotations
 
 import types
+import weakref
 
 import numpy as np
 from numba import cuda
-from small_kernels import add_to, axpy
+from small_kernels import add_to, axpy, mul, scale
+from trace_counts import guards_of
 
 import tracegraph as tg
 from tracegraph import _numba
+from tracegraph.signature import arguments
 
 N = 8
 
@@ -242,3 +245,159 @@ def test_equal_scalars_made_anew_each_call_replay_directly_and_new_values_trace(
     assert f.cache_info().graphs == 3
     if backend == "cuda":  # the first call and each new value's
         assert len(full) == 3
+
+
+def _dev(v):
+    return cuda.to_device(np.full(N, float(v)))
+
+
+def _host(a):
+    return a.copy_to_host() if hasattr(a, "copy_to_host") else np.asarray(a)
+
+
+W = None
+
+
+USE_W = True
+
+
+def test_a_graph_without_captures_traced_for_a_selector_is_never_replayed_directly(
+        backend, monkeypatch):
+    global W, USE_W
+    # device arrays of fixed metadata take the direct replay path, as Numba's do on a GPU
+    monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {type(_dev(0))})
+
+    def body(x):
+        out = cuda.device_array_like(x)
+        if USE_W:
+            mul[1, N](x, W, out)
+        else:
+            scale[1, N](x, 1.0, out)
+        return out
+
+    W, USE_W = _dev(3), True
+    f = tg.compile(body, backend=backend)
+    x = cuda.to_device(np.arange(float(N)))
+    for flag in (True, False, False, True, True):
+        USE_W = flag
+        np.testing.assert_array_equal(_host(f(x)), np.arange(N) * (3.0 if flag else 1.0))
+
+
+@cuda.jit
+def _scale(x, a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i]
+
+
+def _x():
+    return cuda.to_device(np.arange(3.0))
+
+
+class Env:
+    def __init__(self):
+        self.gain = 2.0
+
+    def step(self, x, out):
+        _scale[1, 8](x, self.gain, out)
+
+
+def test_a_method_reading_its_attributes_keeps_the_direct_replay(backend, monkeypatch):
+    from tracegraph.signature import arguments
+    monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {type(_x())})
+    env = Env()
+    f = tg.compile(env.step, backend=backend)
+    x, out = _x(), cuda.device_array(3)
+    f(x, out)
+    f(x, out)
+    if backend == "cuda":
+        assert f._hot is not None  # armed: the attribute path is checked on the direct path
+    np.testing.assert_array_equal(out.copy_to_host(), 2.0 * np.arange(3.0))
+    env.gain = 3.0
+    f(x, out)
+    np.testing.assert_array_equal(out.copy_to_host(), 3.0 * np.arange(3.0))
+    assert len(f.compiled) == 2
+
+
+@cuda.jit
+def _scale_real(x, a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a.real * x[i]
+
+
+R = np.arange(3.0)
+
+
+class Trainer:
+    def __init__(self):
+        self.losses = [0.0] * 1000  # never read by the step
+        self.lr = 2.0
+
+    def step(self, x, out):
+        _scale_real[1, 8](x, self.lr, out)
+
+
+def test_an_equal_value_reassigned_keeps_the_direct_path(backend, monkeypatch):
+    from tracegraph.signature import arguments
+    x, out = cuda.to_device(np.arange(3.0)), cuda.device_array(3)
+    monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {type(x)})
+    t = Trainer()
+    f = tg.compile(t.step, backend=backend)
+    f(x, out)
+    f(x, out)
+    t.lr = 2.0 + 0.0 * len(str(t))  # equal, another object
+    f(x, out)
+    if backend == "cuda":
+        hot = f._hot
+        assert hot is not None and any(c[4] is t.lr for c in hot._checks)  # re-armed
+    np.testing.assert_array_equal(out.copy_to_host(), 2 * R)
+    assert len(f.compiled) == 1
+
+
+class _Entry:
+    def __init__(self, key, checks, guarded=False):
+        self.key, self.fast_checks, self.guarded = key, checks, guarded
+
+
+def test_a_variant_is_replayed_directly_only_while_its_graph_s_paths_find_the_same():
+    # a full call checks the first graph's guards before it picks a variant; a direct
+    # replay of the variant must check them too (a variant's own guards may be fewer)
+    from tracegraph.cache import GraphCache
+    cache = GraphCache(None)
+    base = _Entry(("sig",), ("b1", "b2"))
+    variant = _Entry(("sig", ("captured now", (1,))), ("v1",))
+    assert cache.direct_checks(variant) is None  # its graph is gone: a full call traces
+    cache.entries[base.key] = base
+    assert cache.direct_checks(base) == ("b1", "b2")
+    assert cache.direct_checks(variant) == ("v1", "b1", "b2")
+    cache.entries[base.key] = _Entry(("sig",), (), guarded=True)
+    assert cache.direct_checks(variant) is None  # a path of its graph checked only in Python
+    assert cache.direct_checks(_Entry(("sig",), ("v",), guarded=True)) is None
+
+
+class _Owner:
+    def __init__(self):
+        self.scale = 2.0
+
+
+class _Child:
+    def __init__(self, owner):
+        self.owner = weakref.proxy(owner)  # (no reference cycle)
+
+    def run(self, x):
+        add_to[1, 32](x, self.owner.scale)
+
+
+def test_a_weakref_proxy_in_the_state_keeps_the_direct_replay_path(fixed_device_arrays):
+    # The cost this pins: a check with no C form (a type check on the proxy) makes the
+    # entry `guarded`, and every call goes through the Python checks instead of the
+    # direct C replay; a value check on self.owner.scale alone keeps it direct
+    owner = _Owner()
+    c = _Child(owner)
+    f = tg.compile(c.run, backend="cuda")
+    x = cuda.to_device(np.ones(N))
+    f(x)
+    f(x)
+    no_check = [g.ref.describe() for g in guards_of(f) if getattr(g, "check", 0) is None]
+    assert not f.compiled[0].guarded, f"guards without a direct check: {no_check}"
