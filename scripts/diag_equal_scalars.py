@@ -1,5 +1,6 @@
-"""Why equal scalars made anew took the full path on the H200 (test_direct_captured): for
-each call, which path it took (C direct, Python replay_same, full) and why replay_same missed."""
+"""Why equal scalars made anew took the full path on the H200
+(tests/semantics/python_state/test_direct_path_checks.py): for each call, which path it took
+(C direct, Python replay_same, full) and why replay_same missed."""
 import numpy as np
 from numba import cuda
 

@@ -11,8 +11,16 @@ source "$(dirname "$0")/_gpu_env.sh"
   python3 examples/quickstart.py
 } > "$OUT/env.log" 2>&1
 timeout ${TEST_TIMEOUT:-230} python3 -m pytest -q -p no:cacheprovider -rfE \
-  tests/test_cooperative.py tests/test_foreign.py tests/test_control_flow.py \
-  tests/test_backend_cuda.py tests/test_soundness.py tests/test_dynamic.py tests/test_ops.py \
+  tests/semantics/test_cooperative.py tests/semantics/test_foreign.py tests/semantics/test_control_flow.py \
+  tests/backends/test_backend_cuda.py tests/semantics/test_dynamic.py tests/semantics/test_ops.py \
+  tests/semantics/test_captured_device_arrays.py \
+  tests/semantics/test_kernel_arguments.py \
+  tests/semantics/test_host_inputs_and_write_back.py \
+  tests/semantics/test_views_and_aliasing.py \
+  tests/semantics/test_traced_arrays.py \
+  tests/semantics/test_call_signatures.py \
+  tests/semantics/test_zero_size_arrays.py \
+  tests/semantics/test_refusals.py \
   ${EXTRA_TESTS} > "$OUT/pytest.log" 2>&1
 echo "pytest rc=$?" >> "$OUT/pytest.log"
 {

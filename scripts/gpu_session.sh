@@ -13,7 +13,7 @@ source "$(dirname "$0")/_gpu_env.sh"
   timeout 60 python3 examples/quickstart.py
 } > "$OUT/env.log" 2>&1
 TRACEGRAPH_TEST_BACKENDS=cuda timeout ${TEST_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider -rfE \
-  ${TESTS:-tests/test_backend_cuda.py tests/test_foreign.py tests/test_soundness.py tests/test_collectives.py tests/test_dynamic.py tests/test_cooperative.py tests/test_control_flow.py tests/test_moved_inputs.py} \
+  ${TESTS:-tests/backends/test_backend_cuda.py tests/semantics/test_foreign.py tests/semantics/test_captured_device_arrays.py tests/semantics/test_kernel_arguments.py tests/semantics/test_host_inputs_and_write_back.py tests/semantics/test_views_and_aliasing.py tests/semantics/test_traced_arrays.py tests/semantics/test_call_signatures.py tests/semantics/test_zero_size_arrays.py tests/semantics/test_refusals.py tests/semantics/test_collectives.py tests/semantics/test_dynamic.py tests/semantics/test_cooperative.py tests/semantics/test_control_flow.py tests/backends/test_moved_inputs.py} \
   > "$OUT/pytest.log" 2>&1
 echo "pytest rc=$?" >> "$OUT/pytest.log"
 # at most 8 files come back from the device: the benchmarks' own outputs stay in /tmp

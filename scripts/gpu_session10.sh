@@ -4,7 +4,6 @@
 set -o pipefail
 source "$(dirname "$0")/_gpu_env.sh"
 TRACEGRAPH_TEST_BACKENDS=cuda timeout 120 python3 -m pytest -q -n 8 -p no:cacheprovider -rfE \
-  tests/test_class_attributes_hidden.py tests/test_hostile_round13.py tests/test_direct_captured.py \
-  tests/test_hostile_round26.py tests/test_hostile_round27.py tests/test_hostile_round28.py > "$OUT/pytest.log" 2>&1
+  tests/semantics/python_state > "$OUT/pytest.log" 2>&1
 echo "pytest rc=$?" >> "$OUT/pytest.log"
 bash "$(dirname "$0")/gpu_w5_ab.sh"

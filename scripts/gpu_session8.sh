@@ -26,5 +26,5 @@ cp /tmp/w5a/results.json "$OUT/w5-default.json" 2>/dev/null
 cp /tmp/w5b/results.json "$OUT/w5-batch.json" 2>/dev/null
 TRACEGRAPH_FUZZ=gpu TRACEGRAPH_FUZZ_GPU_EXAMPLES=${FUZZ_EXAMPLES:-60} TRACEGRAPH_TEST_BACKENDS=cuda \
   timeout ${FUZZ_TIMEOUT:-45} python3 -m pytest -q -p no:cacheprovider -rfE -m slow \
-  tests/test_random_programs.py > "$OUT/fuzz.log" 2>&1
+  tests/fuzz/test_random_programs.py > "$OUT/fuzz.log" 2>&1
 echo "fuzz rc=$?" >> "$OUT/fuzz.log"

@@ -20,5 +20,5 @@ timeout 120 python3 -m pytest -q -p no:cacheprovider -rfE -m gpu_memory tests >>
 echo "gpu_memory rc=$?" >> "$OUT/pytest.log"
 TRACEGRAPH_FUZZ=gpu TRACEGRAPH_FUZZ_GPU_EXAMPLES=${FUZZ_EXAMPLES:-300} TRACEGRAPH_TEST_BACKENDS=cuda \
   timeout ${FUZZ_TIMEOUT:-200} python3 -m pytest -q \
-  -p no:cacheprovider -rfE -m slow tests/test_random_programs.py > "$OUT/fuzz.log" 2>&1
+  -p no:cacheprovider -rfE -m slow tests/fuzz/test_random_programs.py > "$OUT/fuzz.log" 2>&1
 echo "fuzz rc=$?" >> "$OUT/fuzz.log"
