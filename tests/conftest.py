@@ -29,7 +29,7 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
 os.environ.setdefault("TRACEGRAPH_SIM_ORDER", str(int.from_bytes(os.urandom(4), "little")))
 # The tests' grids are small on purpose: Numba's low-occupancy warning (GPU only) would turn
 # into an error in the tests that make every warning one, depending on which test of the
-# worker first launched from that line (one such failure on an H100, tenth session)
+# worker first launched from that line (seen on an H100)
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 
 import pytest  # noqa: E402

@@ -1,5 +1,5 @@
-"""The hostile rounds' comparison of a traced function against eager Numba when the
-function changes global state (rounds 37 and 38)."""
+"""A traced function against eager Numba when the function changes global state: the
+graph gives eager's answer, or the trace is refused."""
 from __future__ import annotations
 
 import copy

@@ -73,3 +73,35 @@ def boom(x):
 
 def launch_1d(n: int, tpb: int = 16) -> tuple[int, int]:
     return ((n + tpb - 1) // tpb, tpb)
+
+
+@cuda.jit
+def add_to(x, v):
+    """x += v, a scalar, in place."""
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += v
+
+
+@cuda.jit
+def mul_by(x, v):
+    """x *= v, a scalar, in place."""
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] *= v
+
+
+@cuda.jit
+def axpy(x, w, a):
+    """x = x * w + a, w an array, in place."""
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] * w[i] + a
+
+
+@cuda.jit
+def axpb(x, a, b):
+    """x = a * x + b, a and b scalars, in place."""
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = a * x[i] + b

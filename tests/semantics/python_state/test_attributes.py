@@ -1,0 +1,426 @@
+"""Attributes of the function's arguments, globals and bound instance, changed between
+calls: device arrays (through an alias, a property, a view of a view, a __getattr__ that
+raises KeyError, buffers swapped ping-pong or three ways, a fresh view each call) and
+values (slices, ranges, value-like objects, a class pattern's keyword attribute) are
+followed; moved arrays that keep tracing are warned about; a replay names what changed;
+weights made lazily while tracing are said, then a clear error."""
+from __future__ import annotations
+
+import datetime
+import fractions
+import functools
+
+import numpy as np
+import pytest
+from eager import against_eager
+from numba import cuda
+from small_kernels import add_to, axpy, iscale, mul, scale
+
+import tracegraph as tg
+from tracegraph.errors import TraceError
+
+N = 8
+
+
+class Model:
+    def __init__(self, w):
+        self.w = w
+
+
+def _host(a):
+    return a.copy_to_host() if hasattr(a, "copy_to_host") else np.asarray(a)
+
+
+def test_an_attribute_of_an_argument_rebound_between_calls_is_followed(backend):
+    def body(model, x):
+        out = cuda.device_array_like(x)
+        mul[1, N](x, model.w, out)
+        return out
+
+    f = tg.compile(body, backend=backend)
+    m = Model(cuda.to_device(np.full(N, 2.0)))
+    x = cuda.to_device(np.arange(float(N)))
+    np.testing.assert_array_equal(_host(f(m, x)), np.arange(N) * 2.0)
+    m.w = cuda.to_device(np.full(N, 5.0))
+    np.testing.assert_array_equal(_host(f(m, x)), np.arange(N) * 5.0)
+    with pytest.raises(tg.SignatureError, match="model.w holds another device array"):
+        m.w = cuda.to_device(np.full(N, 7.0))
+        f.replay(m, x)
+    np.testing.assert_array_equal(_host(f(m, x)), np.arange(N) * 7.0)
+
+
+class Layer:
+    """Equal by name: two layers of other weights are one static argument value."""
+
+    def __init__(self, name, w):
+        self.name, self.w = name, w
+
+    def __eq__(self, other):
+        return isinstance(other, Layer) and other.name == self.name
+
+    def __hash__(self):
+        return hash(self.name)
+
+    @tg.compile
+    def forward(self, x):
+        out = cuda.device_array_like(x)
+        mul[1, N](x, self.w, out)
+        return out
+
+
+def test_equal_instances_with_other_weights_use_their_own():
+    a = Layer("dense", cuda.to_device(np.full(N, 2.0)))
+    b = Layer("dense", cuda.to_device(np.full(N, 3.0)))
+    x = cuda.to_device(np.arange(float(N)))
+    np.testing.assert_array_equal(_host(a.forward(x)), np.arange(N) * 2.0)
+    np.testing.assert_array_equal(_host(b.forward(x)), np.arange(N) * 3.0)
+    np.testing.assert_array_equal(_host(a.forward(x)), np.arange(N) * 2.0)
+
+
+def _dev(v):
+    return cuda.to_device(np.full(N, float(v)))
+
+
+def _x():
+    return cuda.to_device(np.arange(float(N)))
+
+
+class TiedModel:
+    def __init__(self, w):
+        self.initial = w  # an alias the kernel does not read
+        self.w = w
+
+
+def _body(model, x):
+    out = cuda.device_array_like(x)
+    mul[1, N](x, model.w, out)
+    return out
+
+
+def test_an_alias_does_not_hide_the_path_the_code_reads(backend):
+    f = tg.compile(_body, backend=backend)
+    m, x = TiedModel(_dev(2)), _x()
+    f(m, x)
+    m.w = _dev(5)
+    np.testing.assert_array_equal(_host(f(m, x)), np.arange(N) * 5.0)
+
+
+class PingPong:
+    def __init__(self, a, b):
+        self.bufs, self.i = [a, b], 0
+
+    @property
+    def cur(self):
+        return self.bufs[self.i]
+
+
+def test_an_array_chosen_by_a_property(backend):
+    def body(pp, x):
+        out = cuda.device_array_like(x)
+        mul[1, N](x, pp.cur, out)
+        return out
+
+    f = tg.compile(body, backend=backend)
+    pp, x = PingPong(_dev(2), _dev(5)), _x()
+    f(pp, x)
+    pp.i = 1
+    np.testing.assert_array_equal(_host(f(pp, x)), np.arange(N) * 5.0)
+
+
+def test_a_view_of_a_view_attribute(backend):
+    class Packed:
+        def __init__(self):
+            self.flat = cuda.to_device(np.full(2 * N, 2.0))
+            self.w = self.flat[N:]
+
+    def body(m, x):
+        out = cuda.device_array_like(x[:4])
+        mul[1, N](x[:4], m.w[2:6], out)
+        return out
+
+    f = tg.compile(body, backend=backend)
+    m, x = Packed(), _x()
+    f(m, x)
+    m.w = _dev(5)
+    np.testing.assert_array_equal(_host(f(m, x)), np.arange(4) * 5.0)
+
+
+class Config:
+    def __init__(self, **kw):
+        self._d = kw
+
+    def __getattr__(self, name):
+        return self._d[name]  # KeyError, not AttributeError, for a missing name
+
+
+CFG = None
+
+
+def test_an_object_whose_getattr_raises_keyerror(backend):
+    global CFG
+
+    def body(x):
+        out = cuda.device_array_like(x)
+        mul[1, N](x, CFG.w, out)
+        return out
+
+    CFG = Config(w=_dev(2))
+    f = tg.compile(body, backend=backend)
+    x = _x()
+    np.testing.assert_array_equal(_host(f(x)), np.arange(N) * 2.0)
+    CFG = Config(w=_dev(5))
+    np.testing.assert_array_equal(_host(f(x)), np.arange(N) * 5.0)
+
+
+class FwdModel:
+    def __init__(self, w):
+        self.w = w
+
+    def fwd(self, x):
+        out = cuda.device_array_like(x)
+        mul[1, N](x, self.w, out)
+        return out
+
+
+def test_a_compiled_bound_method_follows_its_instance(backend):
+    m = FwdModel(_dev(2))
+    f = tg.compile(m.fwd, backend=backend)
+    x = cuda.to_device(np.arange(float(N)))
+    f(x)
+    m.w = _dev(5)
+    np.testing.assert_array_equal(_host(f(x)), np.arange(N) * 5.0)
+
+
+def test_ping_pong_buffers_swapped_between_calls_trace_once_per_order(backend):
+    traces = []
+
+    class S:
+        pass
+
+    def body(s):
+        traces.append(1)
+        scale[1, N](s.cur, 2.0, s.nxt)
+
+    s, ref = S(), np.ones(N)
+    s.cur, s.nxt = cuda.to_device(np.ones(N)), cuda.device_array(N)
+    f = tg.compile(body, backend=backend)
+    for _ in range(10):
+        f(s)
+        s.cur, s.nxt = s.nxt, s.cur
+        ref = ref * 2
+    assert len(traces) == 2
+    np.testing.assert_array_equal(_host(s.cur), ref)
+
+
+def test_replay_takes_the_graph_of_the_swapped_order_once_traced(backend):
+    class S:
+        pass
+
+    def body(s):
+        scale[1, N](s.cur, 2.0, s.nxt)
+
+    s = S()
+    s.cur, s.nxt = cuda.to_device(np.ones(N)), cuda.device_array(N)
+    f = tg.compile(body, backend=backend)
+    f(s)
+    s.cur, s.nxt = s.nxt, s.cur
+    f(s)  # traces the swapped order
+    s.cur, s.nxt = s.nxt, s.cur
+    f.replay(s)
+    s.cur, s.nxt = s.nxt, s.cur
+    f.replay(s)  # both orders replay without tracing
+    np.testing.assert_array_equal(_host(s.nxt), np.full(N, 16.0))
+    s.nxt = cuda.device_array(N)  # a third array: replay() cannot follow it
+    with pytest.raises(tg.SignatureError, match="holds another device array"):
+        f.replay(s)
+
+
+class Buffers:
+    pass
+
+
+def test_a_fresh_view_over_the_same_memory_and_triple_buffering(backend):
+    traces = []
+
+    def body(s):
+        traces.append(1)
+        mul[1, N](s.cur, s.bias, s.nxt)
+
+    base = _dev(1)
+    s = Buffers()
+    s.cur, s.nxt, s.spare = _dev(1), _dev(0), _dev(0)
+    f = tg.compile(body, backend=backend)
+    for _ in range(12):
+        s.bias = base[0:N]  # a new view object each call, the same memory
+        f(s)
+        s.cur, s.nxt, s.spare = s.nxt, s.spare, s.cur
+    assert len(traces) == 3
+
+
+def test_moved_captured_arrays_that_keep_tracing_are_warned_about(backend):
+    def body(s):
+        scale[1, N](s.cur, 2.0, s.out)
+
+    s = Buffers()
+    s.cur = _dev(1)
+    f = tg.compile(body, backend=backend)
+    with pytest.warns(UserWarning, match="traced again 8 times"):
+        for _ in range(10):
+            s.out = cuda.device_array(N)  # a new array every call
+            f(s)
+
+
+def _ones():
+    return cuda.to_device(np.ones(4))
+
+
+class Gen:
+    def __init__(self):
+        self.temperature, self.top_k = 1.0, 4
+
+
+def test_a_replay_error_names_what_changed_against_the_closest_graph(backend):
+    gen = Gen()
+
+    def step(x):
+        iscale[1, 32](x, gen.temperature * gen.top_k)
+
+    f, x = tg.compile(step, backend=backend), _ones()
+    f(x)
+    gen.temperature = 2.0
+    f(x)  # a graph for temperature 2.0 beside the first
+    gen.top_k = 8  # only top_k differs from that one
+    with pytest.raises(tg.SignatureError, match="top_k holds another value"):
+        f.replay(x)
+
+
+W = cuda.to_device(np.full(N, 2.0))
+
+
+class Lazy:
+    def __init__(self):
+        self._W = None
+
+    @property
+    def W(self):
+        if self._W is None:  # made on first use: while the first call traces
+            self._W = cuda.to_device(np.full(N, 2.0))
+        return self._W
+
+    @functools.cached_property
+    def V(self):
+        return cuda.to_device(np.full(N, 3.0))
+
+
+@pytest.mark.parametrize("name", ["W", "V"])
+def test_weights_made_lazily_while_tracing_are_said_then_a_clear_error(backend, name):
+    m = Lazy()
+
+    def step(x):
+        axpy[1, 32](x, getattr(m, name), 1.0)
+    f = tg.compile(step, backend=backend)
+    x = cuda.to_device(np.ones(N))
+    with pytest.warns(UserWarning, match="keeps an array it made while tracing in m"):
+        f(x)
+    np.testing.assert_allclose(x.copy_to_host(), np.full(N, 3.0 if name == "W" else 4.0))
+    f.clear()
+    with pytest.raises(TraceError, match="made lazily while the first call traced"):
+        f(x)  # traced again: the stand-in kept there is not a device array
+    m = Lazy()
+    x, xe = cuda.to_device(np.ones(N)), cuda.to_device(np.ones(N))
+    step(xe)  # made eagerly first: then the function only reads them
+    f = tg.compile(step, backend=backend)
+    f(x)
+    step(xe)
+    f(x)
+    np.testing.assert_allclose(x.copy_to_host(), xe.copy_to_host())
+
+
+def test_a_slice_held_as_an_attribute_is_seen_changed(backend, fixed_device_arrays):
+    # the graph keeps the view of the old slice
+    class Model:
+        def __init__(self):
+            self.window = slice(0, 4)
+
+        def run(self, x):
+            add_to[1, 32](x[self.window], 2.0)
+    m = Model()
+    against_eager(lambda x: m.run(x), backend,
+                  [("moved", lambda: setattr(m, "window", slice(4, 8)))])
+
+
+def test_a_range_held_as_an_attribute_is_seen_changed(backend, fixed_device_arrays):
+    class Model:
+        def __init__(self):
+            self.steps = range(2)
+
+        def run(self, x):
+            for i in self.steps:
+                add_to[1, 32](x, float(i))
+    m = Model()
+    against_eager(lambda x: m.run(x), backend,
+                  [("longer", lambda: setattr(m, "steps", range(3))),
+                   ("shifted", lambda: setattr(m, "steps", range(5, 8)))])
+
+
+@pytest.mark.parametrize("first, then", [
+    (b"fast", b"slow"),
+    (fractions.Fraction(1, 2), fractions.Fraction(3, 2)),
+    (datetime.timedelta(seconds=2), datetime.timedelta(seconds=5)),
+], ids=["bytes", "fraction", "timedelta"])
+def test_a_value_like_object_held_as_an_attribute_is_seen_changed(backend, first, then):
+    class Model:
+        pass
+    m = Model()
+    m.v = first
+
+    def step(x):
+        v = m.v
+        scale = 2.0 if v == b"fast" else 5.0 if isinstance(v, bytes) else \
+            v.total_seconds() if isinstance(v, datetime.timedelta) else float(v)
+        add_to[1, 32](x, scale)
+    against_eager(step, backend, [("changed", lambda: setattr(m, "v", then))])
+
+
+class _SlotCfg:
+    """A slotted config served from a dict: a miss raises KeyError (getattr(obj,
+    "__dict__", None) then raises too, and the search skips the object)."""
+    __slots__ = ("_d",)
+
+    def __init__(self, **kw):
+        object.__setattr__(self, "_d", dict(kw))
+
+    def __getattr__(self, k):
+        return self._d[k]
+
+    def __setattr__(self, k, v):
+        self._d[k] = v
+
+
+def test_a_value_served_by_a_getattr_that_raises_keyerror_is_seen_changed(backend):
+    cfg = _SlotCfg(scale=2.0)
+
+    def step(x):
+        add_to[1, 32](x, cfg.scale)
+    against_eager(step, backend, [("changed", lambda: setattr(cfg, "scale", 5.0))])
+
+
+class _MatchCfg:
+    def __init__(self):
+        self.scale = 2.0
+
+
+def test_a_class_pattern_keyword_attribute_is_checked(backend):
+    # `case _MatchCfg(scale=s)` reads m.scale by a name held in a const tuple
+    # (MATCH_CLASS), not co_names: unchecked, the replay would add 2.0 after it became
+    # 3.0.
+    m = _MatchCfg()
+
+    def step(x):
+        match m:
+            case _MatchCfg(scale=s):
+                v = s
+            case _:
+                v = 0.0
+        add_to[1, 32](x, v)
+    against_eager(step, backend, [("changed", lambda: setattr(m, "scale", 3.0))])

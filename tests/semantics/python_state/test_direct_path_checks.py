@@ -1,0 +1,403 @@
+"""The direct replay path (a call of the very same argument objects) checks what the
+graph's names found: a graph traced for what a selector finds, captured arrays moved or
+re-laid out, equal values made anew, attributes a method reads, weakref proxies in the
+state, a variant whose base graph's paths changed. It replays directly while they hold
+and traces (or takes the matching graph) when they do not."""
+from __future__ import annotations
+
+import types
+import weakref
+
+import numpy as np
+from numba import cuda
+from small_kernels import add_to, axpy, mul, scale
+from trace_counts import guards_of
+
+import tracegraph as tg
+from tracegraph import _numba
+from tracegraph.signature import arguments
+
+N = 8
+
+
+@cuda.jit
+def double(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = 2 * x[i]
+
+
+@cuda.jit
+def plus_one(w, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = w[i] + 1
+
+
+class Layer:
+    def __init__(self, k: int):
+        self.W = cuda.to_device(np.full(N, 1.0 + k / 8))
+        self.a = 0.25 * k
+
+    def forward(self, x):
+        axpy[1, 32](x, self.W, self.a)
+
+
+def _eager(layers, x):
+    for layer in layers:  # (a forward set on the instance adds -1)
+        x = x * layer.W.copy_to_host() + (-1.0 if "forward" in vars(layer) else layer.a)
+    return x
+
+
+def _armed(f):
+    return [e for e in f.compiled if getattr(e.executable, "armed", None)]
+
+
+def test_layers_holding_their_weights_replay_directly_and_follow_every_change(
+        backend, fixed_device_arrays):
+    layers = [Layer(k) for k in range(4)]
+
+    def step(x):
+        for layer in layers:
+            layer.forward(x)
+
+    f = tg.compile(step, backend=backend)
+    x = cuda.to_device(np.ones(N))
+    want = np.ones(N)
+
+    def call_and_check():
+        nonlocal want
+        f(x)
+        want = _eager(layers, want)
+        np.testing.assert_allclose(x.copy_to_host(), want)
+
+    for _ in range(3):
+        call_and_check()
+    if backend == "cuda":
+        assert _armed(f), "a graph capturing layers' weights replays directly"
+    layers[2].W.copy_to_device(np.full(N, 0.5))  # in place: the graph reads that memory
+    call_and_check()
+    layers[1].W = cuda.to_device(np.full(N, 3.0))  # another array under the name
+    call_and_check()
+    call_and_check()
+    layers[3].a = 7.0
+    call_and_check()
+    layers.append(Layer(5))
+    call_and_check()
+
+    def negate(self, x):
+        axpy[1, 32](x, self.W, -1.0)
+    layers[0].forward = types.MethodType(negate, layers[0])  # set on the instance
+    call_and_check()
+    call_and_check()
+    layers.pop()
+    call_and_check()
+
+
+WL = [cuda.to_device(np.full(N, 2.0)), cuda.to_device(np.full(N, 3.0))]
+IDX = 0
+
+
+def test_a_graph_traced_for_what_a_selector_finds_now_replays_directly_and_back(
+        backend, fixed_device_arrays):
+    global IDX
+
+    def step(x):
+        axpy[1, 32](x, WL[IDX], 1.0)
+
+    f = tg.compile(step, backend=backend)
+    x = cuda.to_device(np.zeros(N))
+    want = np.zeros(N)
+    for idx in [0, 0, 1, 1, 1, 0, 0, 1, 0]:
+        IDX = idx
+        f(x)
+        want = want * (2.0 + idx) + 1.0
+        np.testing.assert_allclose(x.copy_to_host(), want)
+        if backend == "cuda":
+            assert _armed(f)
+    assert f.cache_info().graphs == 2
+    IDX = 0
+
+
+W_HELD = None
+
+
+def test_an_argument_moved_onto_a_captured_array_takes_the_graph_for_that_overlap(
+        backend, fixed_device_arrays):
+    # apart, x's doubling and out = W + 1 are independent; with x over W's memory the
+    # read of W must follow the write (another graph): a direct replay re-pointing x
+    # would run them in either order
+    global W_HELD
+    W_HELD = cuda.to_device(np.arange(N, dtype=np.float64))
+    def step(x, out):
+        double[1, 32](x)
+        plus_one[1, 32](W_HELD, out)
+
+    f = tg.compile(step, backend=backend)
+    x, out = cuda.to_device(np.ones(N)), cuda.device_array(N)
+    for _ in range(3):
+        f(x, out)
+    np.testing.assert_array_equal(out.copy_to_host(), np.arange(N) + 1.0)
+    w = W_HELD.copy_to_host()
+    for _ in range(3):
+        f(W_HELD, out)  # the same signature as x: a direct replay would re-point it
+        w = 2 * w
+        np.testing.assert_array_equal(W_HELD.copy_to_host(), w)
+        np.testing.assert_array_equal(out.copy_to_host(), w + 1)
+    assert f.cache_info().graphs == 2
+    f(x, out)
+    np.testing.assert_array_equal(out.copy_to_host(), w + 1)
+
+
+class Tensorish:
+    """An array whose memory and layout can change in place (as a torch tensor's can,
+    `.set_()`): the very same object is not the same array."""
+
+    def __init__(self, array):
+        self.array = array
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.array.__cuda_array_interface__
+
+
+def _changeable(array):
+    """`array`'s memory under an object that can be pointed elsewhere in place, and how."""
+    if not _numba.SIMULATOR:
+        out = Tensorish(array)
+        return out, lambda other: setattr(out, "array", other)
+    # the simulator's arrays have no interface: a subclass, not of fixed metadata
+    out = type("Changeable", (type(array),), {})(array._ary)
+    return out, lambda other: setattr(out, "_ary", other._ary)
+
+
+def test_an_array_of_changing_layout_found_over_the_same_memory_is_checked_every_call(
+        backend, fixed_device_arrays):
+    layer = Layer(1)
+
+    def step(x):
+        layer.forward(x)
+
+    f = tg.compile(step, backend=backend)
+    x = cuda.to_device(np.zeros(N))
+    f(x)
+    f(x)
+    layer.W, point = _changeable(layer.W)  # the same memory: not held by identity
+    f(x)
+    f(x)
+    if backend == "cuda":
+        assert not _armed(f)
+    other = cuda.to_device(np.full(N, 5.0))
+    point(other)  # the very same object now over other memory
+    before = x.copy_to_host()
+    f(x)
+    np.testing.assert_allclose(x.copy_to_host(), before * 5.0 + layer.a)
+
+
+def test_an_input_copying_could_follow_replays_directly_until_it_moves(
+        backend, fixed_device_arrays):
+    def step(x):
+        for _ in range(48):  # many nodes read a small x: copying it could win
+            add_to[1, 32](x, 1.0)
+
+    f = tg.compile(step, backend=backend)
+    xs = [cuda.to_device(np.zeros(N)), cuda.to_device(np.full(N, 100.0))]
+    want = [np.zeros(N), np.full(N, 100.0)]
+    for k in [0, 0, 0]:
+        f(xs[k])
+        want[k] += 48
+    if backend == "cuda":
+        ex = f.latest.executable
+        assert ex.replayer.watched and _armed(f)
+    for k in [1, 0] * 8 + [0, 0, 0, 1, 1]:  # ping-pong: copying starts, then it rests
+        f(xs[k])
+        want[k] += 48
+        for j in range(2):
+            np.testing.assert_array_equal(xs[j].copy_to_host(), want[j])
+
+
+@cuda.jit
+def scale_add(x, a, b):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] * a + b
+
+
+def test_equal_scalars_made_anew_each_call_replay_directly_and_new_values_trace(
+        backend, fixed_device_arrays):
+    def step(x, a, b):
+        scale_add[1, 32](x, a, b)
+
+    f = tg.compile(step, backend=backend)
+    full = []  # calls that took the full path (signature, checks) instead of the direct one
+    entry = f._entry
+    f._entry = lambda *a, **k: full.append(1) or entry(*a, **k)
+    x = cuda.to_device(np.zeros(N))
+    want = np.zeros(N)
+    half = 0.25
+    for a, b in [(2.0, 0.5), (2.0, 0.5), (2.0, 0.5), (3.0, 0.5), (3.0, 0.5), (2.0, -0.5)]:
+        # a float computed each call and a NumPy scalar made each call: equal, not the same
+        f(x, a * (half * 4), np.float32(b))
+        want = want * a + np.float32(b)
+        np.testing.assert_allclose(x.copy_to_host(), want)
+        if backend == "cuda":
+            assert _armed(f)
+    assert f.cache_info().graphs == 3
+    if backend == "cuda":  # the first call and each new value's
+        assert len(full) == 3
+
+
+def _dev(v):
+    return cuda.to_device(np.full(N, float(v)))
+
+
+def _host(a):
+    return a.copy_to_host() if hasattr(a, "copy_to_host") else np.asarray(a)
+
+
+W = None
+
+
+USE_W = True
+
+
+def test_a_graph_without_captures_traced_for_a_selector_is_never_replayed_directly(
+        backend, monkeypatch):
+    global W, USE_W
+    # device arrays of fixed metadata take the direct replay path, as Numba's do on a GPU
+    monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {type(_dev(0))})
+
+    def body(x):
+        out = cuda.device_array_like(x)
+        if USE_W:
+            mul[1, N](x, W, out)
+        else:
+            scale[1, N](x, 1.0, out)
+        return out
+
+    W, USE_W = _dev(3), True
+    f = tg.compile(body, backend=backend)
+    x = cuda.to_device(np.arange(float(N)))
+    for flag in (True, False, False, True, True):
+        USE_W = flag
+        np.testing.assert_array_equal(_host(f(x)), np.arange(N) * (3.0 if flag else 1.0))
+
+
+@cuda.jit
+def _scale(x, a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i]
+
+
+def _x():
+    return cuda.to_device(np.arange(3.0))
+
+
+class Env:
+    def __init__(self):
+        self.gain = 2.0
+
+    def step(self, x, out):
+        _scale[1, 8](x, self.gain, out)
+
+
+def test_a_method_reading_its_attributes_keeps_the_direct_replay(backend, monkeypatch):
+    from tracegraph.signature import arguments
+    monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {type(_x())})
+    env = Env()
+    f = tg.compile(env.step, backend=backend)
+    x, out = _x(), cuda.device_array(3)
+    f(x, out)
+    f(x, out)
+    if backend == "cuda":
+        assert f._hot is not None  # armed: the attribute path is checked on the direct path
+    np.testing.assert_array_equal(out.copy_to_host(), 2.0 * np.arange(3.0))
+    env.gain = 3.0
+    f(x, out)
+    np.testing.assert_array_equal(out.copy_to_host(), 3.0 * np.arange(3.0))
+    assert len(f.compiled) == 2
+
+
+@cuda.jit
+def _scale_real(x, a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a.real * x[i]
+
+
+R = np.arange(3.0)
+
+
+class Trainer:
+    def __init__(self):
+        self.losses = [0.0] * 1000  # never read by the step
+        self.lr = 2.0
+
+    def step(self, x, out):
+        _scale_real[1, 8](x, self.lr, out)
+
+
+def test_an_equal_value_reassigned_keeps_the_direct_path(backend, monkeypatch):
+    from tracegraph.signature import arguments
+    x, out = cuda.to_device(np.arange(3.0)), cuda.device_array(3)
+    monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {type(x)})
+    t = Trainer()
+    f = tg.compile(t.step, backend=backend)
+    f(x, out)
+    f(x, out)
+    t.lr = 2.0 + 0.0 * len(str(t))  # equal, another object
+    f(x, out)
+    if backend == "cuda":
+        hot = f._hot
+        assert hot is not None and any(c[4] is t.lr for c in hot._checks)  # re-armed
+    np.testing.assert_array_equal(out.copy_to_host(), 2 * R)
+    assert len(f.compiled) == 1
+
+
+class _Entry:
+    def __init__(self, key, checks, guarded=False):
+        self.key, self.fast_checks, self.guarded = key, checks, guarded
+
+
+def test_a_variant_is_replayed_directly_only_while_its_graph_s_paths_find_the_same():
+    # a full call checks the first graph's guards before it picks a variant; a direct
+    # replay of the variant must check them too (a variant's own guards may be fewer)
+    from tracegraph.cache import GraphCache
+    cache = GraphCache(None)
+    base = _Entry(("sig",), ("b1", "b2"))
+    variant = _Entry(("sig", ("captured now", (1,))), ("v1",))
+    assert cache.direct_checks(variant) is None  # its graph is gone: a full call traces
+    cache.entries[base.key] = base
+    assert cache.direct_checks(base) == ("b1", "b2")
+    assert cache.direct_checks(variant) == ("v1", "b1", "b2")
+    cache.entries[base.key] = _Entry(("sig",), (), guarded=True)
+    assert cache.direct_checks(variant) is None  # a path of its graph checked only in Python
+    assert cache.direct_checks(_Entry(("sig",), ("v",), guarded=True)) is None
+
+
+class _Owner:
+    def __init__(self):
+        self.scale = 2.0
+
+
+class _Child:
+    def __init__(self, owner):
+        self.owner = weakref.proxy(owner)  # (no reference cycle)
+
+    def run(self, x):
+        add_to[1, 32](x, self.owner.scale)
+
+
+def test_a_weakref_proxy_in_the_state_keeps_the_direct_replay_path(fixed_device_arrays):
+    # The cost this pins: a check with no C form (a type check on the proxy) makes the
+    # entry `guarded`, and every call goes through the Python checks instead of the
+    # direct C replay; a value check on self.owner.scale alone keeps it direct
+    owner = _Owner()
+    c = _Child(owner)
+    f = tg.compile(c.run, backend="cuda")
+    x = cuda.to_device(np.ones(N))
+    f(x)
+    f(x)
+    no_check = [g.ref.describe() for g in guards_of(f) if getattr(g, "check", 0) is None]
+    assert not f.compiled[0].guarded, f"guards without a direct check: {no_check}"

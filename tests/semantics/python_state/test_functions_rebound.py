@@ -1,0 +1,539 @@
+"""Functions, methods and classes the traced code calls or holds, replaced between calls:
+a helper function (a global, a dict entry, lru_cache-wrapped, a builtin, an operator, a
+ufunc, a bound builtin method), a method (on the class, on the instance, through a
+subclass or `__class__`, under another name, through super(), a classmethod,
+staticmethod, an enum member's, run by syntax: `m(x)`, `with`, `@`), mocks patched one
+after another, a class defined again or made by exec. Each compared with eager Numba;
+objects whose class is a property, or methods wrapped anew on every read, do not trace on
+every call."""
+from __future__ import annotations
+
+import enum
+import functools
+import operator
+from unittest import mock
+
+import numpy as np
+import pytest
+from eager import against_eager
+from numba import cuda
+from small_kernels import add_to, axpy, iscale
+
+import tracegraph as tg
+
+
+def _ones():
+    return cuda.to_device(np.ones(4))
+
+
+def _by2(x):
+    iscale[1, 32](x, 2.0)
+
+
+def _by3(x):
+    iscale[1, 32](x, 3.0)
+
+
+ACT = _by2
+
+
+ACTS = {"a": _by2}
+
+
+def test_a_helper_function_rebound(backend, monkeypatch):
+    def step(x):
+        ACT(x)
+
+    f, x = tg.compile(step, backend=backend), _ones()
+    f(x)
+    monkeypatch.setitem(globals(), "ACT", _by3)
+    f(x)
+    np.testing.assert_allclose(x.copy_to_host(), 6.0)
+    monkeypatch.setitem(globals(), "ACT", lambda x: iscale[1, 32](x, 5.0))
+    with pytest.raises(tg.SignatureError, match="ACT holds another kernel, function or host array"):
+        f.replay(x)
+
+
+def test_a_function_in_a_dict_replaced(backend, monkeypatch):
+    def step(x):
+        ACTS["a"](x)
+
+    f, x = tg.compile(step, backend=backend), _ones()
+    f(x)
+    monkeypatch.setitem(ACTS, "a", _by3)
+    f(x)
+    np.testing.assert_allclose(x.copy_to_host(), 6.0)
+
+
+class Layer:
+    def __init__(self):
+        self.gain = 2.0
+
+    def forward(self, x):
+        iscale[1, 32](x, self.gain)
+
+
+class Damped(Layer):
+    def forward(self, x):
+        iscale[1, 32](x, self.gain * 0.5)
+
+
+@pytest.mark.parametrize("how", ["subclass", "class attribute", "__class__", "instance"])
+def test_a_method_replaced(backend, how, monkeypatch):
+    layers = [Layer()]
+
+    def step(x):
+        for layer in layers:
+            layer.forward(x)
+
+    f, x = tg.compile(step, backend=backend), _ones()
+    f(x)  # * 2
+    if how == "subclass":
+        layers[0] = Damped()
+    elif how == "class attribute":
+        monkeypatch.setattr(Layer, "forward", Damped.forward)
+    elif how == "__class__":
+        layers[0].__class__ = Damped
+    else:
+        layers[0].forward = lambda x: iscale[1, 32](x, 5.0)
+    f(x)
+    np.testing.assert_allclose(x.copy_to_host(), 10.0 if how == "instance" else 2.0)
+
+
+N = 8
+
+
+class WeightedLayer:
+    def __init__(self, k):
+        self.W = cuda.to_device(np.full(N, 1.0 + k / 8))
+        self.a = 0.25 + k
+
+    def forward(self, x):
+        axpy[1, 32](x, self.W, self.a)
+
+
+def _zero_forward(self, x):  # an ablation
+    add_to[1, 32](x, 0.0)
+
+
+def test_a_method_patched_then_restored_replays_the_first_graph_again(
+        backend, fixed_device_arrays):
+    layers = [WeightedLayer(k) for k in range(2)]
+
+    def step(x):
+        for layer in layers:
+            layer.forward(x)
+    against_eager(step, backend, [
+        ("patched", mock.patch.object(WeightedLayer, "forward", _zero_forward)),
+        ("restored", lambda: None)])
+
+
+def _plus(self, x):
+    axpy[1, 32](x, self.W, 1.0)
+
+
+def _minus(self, x):
+    axpy[1, 32](x, self.W, -1.0)
+
+
+class Aliased:
+    forward = _plus  # a method under another name than its function's
+
+    def __init__(self):
+        self.W = cuda.to_device(np.full(N, 2.0))
+
+
+def test_a_method_held_under_another_name_is_followed_when_rebound(
+        backend, fixed_device_arrays):
+    m = Aliased()
+
+    def step(x):
+        m.forward(x)
+
+    def rebind(fn):
+        def change():
+            Aliased.forward = fn
+        return change
+    try:
+        against_eager(step, backend, [("minus", rebind(_minus)), ("plus", rebind(_plus))])
+    finally:
+        Aliased.forward = _plus
+
+
+class Base:
+    def __init__(self):
+        self.W = cuda.to_device(np.full(N, 2.0))
+
+    def forward(self, x):
+        axpy[1, 32](x, self.W, 1.0)
+
+
+class Child(Base):
+    def forward(self, x):
+        super().forward(x)
+        add_to[1, 32](x, 0.5)
+
+
+def forward(self, x):  # the same name as the method it replaces
+    axpy[1, 32](x, self.W, -3.0)
+
+
+def test_an_overridden_method_reached_through_super_is_followed_when_rebound(
+        backend, fixed_device_arrays):
+    m = Child()
+    original = Base.forward
+
+    def step(x):
+        m.forward(x)
+
+    def rebind(fn):
+        def change():
+            Base.forward = fn
+        return change
+    try:
+        against_eager(step, backend, [("rebound", rebind(forward)),
+                                       ("restored", rebind(original))])
+    finally:
+        Base.forward = original
+
+
+def _set(owner, name, value):
+    return lambda: setattr(owner, name, value)
+
+
+W = cuda.to_device(np.full(N, 2.0))
+
+
+class K:
+    @classmethod
+    def run(cls, x):
+        axpy[1, 32](x, W, 1.0)
+
+    @staticmethod
+    def srun(x):
+        add_to[1, 32](x, 2.0)
+
+    def plain(x):  # noqa: N805 - a function held by a class, called through it
+        add_to[1, 32](x, 3.0)
+
+
+def _run2(cls, x):
+    axpy[1, 32](x, W, -1.0)
+
+
+def _srun2(x):
+    add_to[1, 32](x, -5.0)
+
+
+def _plain2(x):
+    add_to[1, 32](x, 7.0)
+
+
+def test_methods_reached_through_a_class_are_followed_when_rebound(
+        backend, fixed_device_arrays):
+    saved = dict(vars(K))
+
+    def step(x):
+        K.run(x)
+        K.srun(x)
+        K.plain(x)
+    try:
+        against_eager(step, backend, [("classmethod", _set(K, "run", classmethod(_run2))),
+                               ("staticmethod", _set(K, "srun", staticmethod(_srun2))),
+                               ("function", _set(K, "plain", _plain2))])
+    finally:
+        for name in ("run", "srun", "plain"):
+            setattr(K, name, saved[name])
+
+
+class Act(enum.Enum):
+    UP = 1
+    DOWN = 2
+
+    def launch(self, x):
+        add_to[1, 32](x, float(self.value))
+
+
+ACT_MEMBER = Act.UP
+
+
+def test_an_enum_member_s_method_is_followed_when_rebound(backend, fixed_device_arrays):
+    original = Act.launch
+
+    def launch2(self, x):
+        add_to[1, 32](x, -10.0 * self.value)
+
+    def step(x):
+        ACT_MEMBER.launch(x)
+    try:
+        against_eager(step, backend, [("rebound", _set(Act, "launch", launch2))])
+    finally:
+        Act.launch = original
+
+
+class CBase:
+    @classmethod
+    def run(cls, x):
+        add_to[1, 32](x, 1.0)
+
+
+class CChild(CBase):
+    @classmethod
+    def run(cls, x):
+        super().run(x)
+        add_to[1, 32](x, 0.5)
+
+
+def test_a_base_classmethod_reached_through_super_is_followed_when_rebound(
+        backend, fixed_device_arrays):
+    original = vars(CBase)["run"]
+
+    def run2(cls, x):
+        add_to[1, 32](x, -4.0)
+    m = CChild()
+
+    def step(x):
+        m.run(x)
+        CChild.run(x)
+    try:
+        against_eager(step, backend, [("rebound", _set(CBase, "run", classmethod(run2))),
+                               ("restored", _set(CBase, "run", original))])
+    finally:
+        CBase.run = original
+
+
+def _make_base(a):
+    class RedefinedBase:
+        def forward(self, x):
+            add_to[1, 32](x, a)
+    return RedefinedBase
+
+
+RedefinedBase = _make_base(1.0)
+
+
+class Derived(RedefinedBase):  # keeps the first Base when a cell defines Base again
+    def forward(self, x):
+        RedefinedBase.forward(self, x)  # the class by its global name, found anew eagerly
+
+
+def test_a_base_class_named_by_its_global_and_defined_again_is_followed(
+        backend, fixed_device_arrays):
+    global RedefinedBase
+    first = RedefinedBase
+    m = Derived()
+
+    def step(x):
+        m.forward(x)
+
+    def define_again():
+        global RedefinedBase
+        RedefinedBase = _make_base(-6.0)
+    try:
+        against_eager(step, backend, [("defined again", define_again)])
+    finally:
+        RedefinedBase = first
+
+
+class Op:
+    def __init__(self):
+        self.W = cuda.to_device(np.full(N, 2.0))
+        self.x = None
+
+    def __call__(self, x):
+        axpy[1, 32](x, self.W, 1.0)
+
+    def __enter__(self):
+        add_to[1, 32](self.x, 1.0)
+        return self
+
+    def __exit__(self, *exc):
+        add_to[1, 32](self.x, 3.0)
+
+    def __matmul__(self, x):
+        axpy[1, 32](x, self.W, 0.5)
+        return x
+
+
+@pytest.mark.parametrize("dunder", ["__call__", "__exit__", "__matmul__"])
+def test_methods_run_by_syntax_are_followed_when_rebound(backend, fixed_device_arrays, dunder):
+    op = Op()
+    original = vars(Op)[dunder]
+
+    def step(x):
+        op(x)
+        op.x = x
+        with op:
+            add_to[1, 32](x, 0.25)
+        op.x = None
+        op @ x
+
+    def other(self, *args):
+        add_to[1, 32](args[0] if args and args[0] is not None and dunder != "__exit__"
+                      else self.x, -100.0)
+        return args[0] if args else None
+    try:
+        against_eager(step, backend, [("rebound", _set(Op, dunder, other))])
+    finally:
+        setattr(Op, dunder, original)
+
+
+class MockedLayer:
+    def __init__(self):
+        self.W = cuda.to_device(np.full(N, 2.0))
+
+    def forward(self, x):
+        axpy[1, 32](x, self.W, 1.0)
+
+
+def test_mocks_patched_in_one_after_another_are_each_followed(backend, fixed_device_arrays):
+    m = MockedLayer()
+
+    def ablate(v):
+        return lambda x: add_to[1, 32](x, v)
+
+    def step(x):
+        m.forward(x)
+    against_eager(step, backend, [
+        ("mock a", mock.patch.object(MockedLayer, "forward", mock.Mock(side_effect=ablate(100.0)))),
+        ("mock b", mock.patch.object(MockedLayer, "forward",
+                                     mock.Mock(side_effect=ablate(-100.0)))),
+        ("restored", lambda: None),
+        ("on the instance", mock.patch.object(m, "forward", side_effect=ablate(7.0))),
+        ("another on the instance", mock.patch.object(m, "forward",
+                                                      side_effect=ablate(-7.0)))])
+
+
+class PBase:
+    def __init__(self):
+        self.W = cuda.to_device(np.full(N, 2.0))
+
+    def forward(self, x):
+        axpy[1, 32](x, self.W, 1.0)
+
+
+class Pretends(PBase):
+    @property
+    def __class__(self):  # a proxy pretending to be its base
+        return PBase
+
+    def forward(self, x):
+        super().forward(x)
+        add_to[1, 32](x, 0.5)
+
+
+def test_an_object_whose_class_is_a_property_does_not_trace_every_call(
+        backend, fixed_device_arrays):
+    m = Pretends()
+
+    def step(x):
+        m.forward(x)
+    f = against_eager(step, backend, [], calls=6)
+    assert f.cache_info().graphs == 1 and sum(f.cache_info().misses.values()) == 1
+
+
+def test_a_class_made_by_exec_without_a_module_name_is_followed_when_rebound(
+        backend, fixed_device_arrays):
+    ns = {"add_to": add_to}
+    exec("class Gen:\n    def run(self, x):\n        add_to[1, 32](x, 2.0)\n", ns)  # noqa: S102
+    gen = ns["Gen"]()
+
+    def step(x):
+        gen.run(x)
+
+    def rebind():
+        ns["Gen"].run = lambda self, x: add_to[1, 32](x, 50.0)
+    against_eager(step, backend, [("rebound", rebind)])
+
+
+class Instrumented:
+    def __getattribute__(self, k):  # a profiler's: a new wrapper on every read
+        v = object.__getattribute__(self, k)
+        if callable(v) and not k.startswith("_"):
+            @functools.wraps(v)
+            def wrapped(*a, **kw):
+                return v(*a, **kw)
+            return wrapped
+        return v
+
+    def run(self, x):
+        axpy[1, 32](x, W, 1.0)
+
+
+def test_methods_wrapped_anew_on_every_read_do_not_trace_every_call(
+        backend, fixed_device_arrays):
+    m = Instrumented()
+
+    def step(x):
+        m.run(x)
+    f = against_eager(step, backend, [], calls=6)
+    assert sum(f.cache_info().misses.values()) == 1
+
+
+class Weird:
+    @property
+    def __class__(self):
+        raise RuntimeError("no class")
+
+    def go(self, x):
+        add_to[1, 32](x, 2.0)
+
+
+def test_an_object_whose_class_property_raises_traces(backend, fixed_device_arrays):
+    w = Weird()
+
+    def step(x):
+        w.go(x)
+    f = against_eager(step, backend, [], calls=3)
+    assert sum(f.cache_info().misses.values()) == 1
+
+
+@pytest.mark.parametrize("first, then", [(operator.add, operator.mul), (max, min),
+                                         (np.add, np.multiply)],
+                         ids=["operator", "builtin", "ufunc"])
+def test_a_builtin_function_held_as_an_attribute_is_seen_rebound(backend, first, then):
+    # not a FunctionType that ran: guarded by type only (all builtins share one)
+    class Model:
+        pass
+    m = Model()
+    m.combine = first
+
+    def step(x):
+        add_to[1, 32](x, float(m.combine(2.0, 3.0)))
+    against_eager(step, backend, [("rebound", lambda: setattr(m, "combine", then))])
+
+
+def test_an_lru_cache_wrapped_function_rebound_is_seen(backend):
+    # functools.lru_cache wraps with functools.update_wrapper (a __wrapped__), yet the
+    # wrapper is only TypeGuarded: another lru_cache'd function passes
+    @functools.lru_cache(None)
+    def two():
+        return 2.0
+
+    @functools.lru_cache(None)
+    def five():
+        return 5.0
+
+    class Model:
+        pass
+    m = Model()
+    m.scale = two
+
+    def step(x):
+        add_to[1, 32](x, m.scale())
+    against_eager(step, backend, [("rebound", lambda: setattr(m, "scale", five))])
+
+
+def test_a_bound_builtin_method_rebound_is_seen(backend):
+    # `self.lookup = TABLE.get`: a builtin_function_or_method bound to a dict; another
+    # dict's .get has the same type, and its __self__ is never looked at
+    first, then = {"s": 2.0}, {"s": 5.0}
+
+    class Model:
+        pass
+    m = Model()
+    m.lookup = first.get
+
+    def step(x):
+        add_to[1, 32](x, m.lookup("s"))
+    against_eager(step, backend, [("rebound", lambda: setattr(m, "lookup", then.get))])

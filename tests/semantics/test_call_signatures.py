@@ -1,0 +1,158 @@
+"""What makes a call another signature: containers (namedtuples, dataclasses rebuilt from
+their init fields) in and out with static fields by value, **kwargs and dicts by key
+order, dict keys equal but not alike (0.0 and -0.0); a replay with another layout (a
+strided view) is a SignatureError."""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+
+import numpy as np
+import pytest
+from eager import host
+from numba import cuda
+from small_kernels import iscale, scale
+
+import tracegraph as tg
+
+N = 8
+
+
+GRID, BLOCK = 1, N
+
+
+Pair = collections.namedtuple("Pair", "scaled shifted")
+
+
+@dataclasses.dataclass
+class State:
+    x: object
+    gain: float
+
+
+def test_namedtuple_and_dataclass_arguments_and_results(backend):
+    @tg.compile(backend=backend)
+    def step(state):
+        a, b = tg.empty_like(state.x), tg.empty_like(state.x)
+        scale[GRID, BLOCK](state.x, state.gain, a)
+        scale[GRID, BLOCK](a, 0.5, b)
+        return Pair(a, b), State(b, state.gain)
+
+    x = np.arange(N, dtype=np.float64)
+    for gain in (2.0, 2.0, 4.0):
+        pair, state = step(State(x, gain))
+        assert isinstance(pair, Pair) and isinstance(state, State)
+        np.testing.assert_array_equal(host(pair.scaled), gain * x)
+        np.testing.assert_array_equal(host(pair.shifted), gain * x / 2)
+        np.testing.assert_array_equal(host(state.x), gain * x / 2)
+        assert state.gain == gain
+    assert len(step.compiled) == 2  # the gain is a static field: one graph per value
+    with pytest.raises(tg.SignatureError, match=r"state\.gain"):
+        step.replay(State(x, 8.0))
+
+
+def test_replay_with_a_strided_device_view_is_a_signature_error(backend):
+    # Not m.T: Numba's DeviceNDArray.T runs a transpose kernel into a new C-contiguous
+    # array (same signature), where the simulator's returns a view.
+    @tg.compile(backend=backend)
+    def step(m):
+        out = tg.empty_like(m)
+        scale[GRID, BLOCK](m.reshape(-1), 2.0, out.reshape(-1))
+        return out
+
+    m = cuda.to_device(np.arange(16.0).reshape(4, 4))
+    wide = cuda.to_device(np.arange(32.0).reshape(4, 8))
+    step(m)
+    assert wide[:, ::2].shape == m.shape
+    with pytest.raises(tg.SignatureError, match="strides"):
+        step.replay(wide[:, ::2])
+
+
+@cuda.jit
+def affine(x, a, b):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] * a + b
+
+
+def _stages(x, **stages):
+    for _, (a, b) in stages.items():
+        affine[1, 32](x, a, b)
+    return x
+
+
+def _stages_dict(x, stages):
+    for _, (a, b) in stages.items():
+        affine[1, 32](x, a, b)
+    return x
+
+
+def test_kwargs_and_dicts_in_another_order_are_another_signature(backend):
+    f = tg.compile(_stages, backend=backend)
+    one = f(cuda.to_device(np.ones(4)), zoom=(10.0, 0.0), add=(1.0, 5.0)).copy_to_host()
+    other = f(cuda.to_device(np.ones(4)), add=(1.0, 5.0), zoom=(10.0, 0.0)).copy_to_host()
+    np.testing.assert_array_equal(one, 15.0)
+    np.testing.assert_array_equal(other, 60.0)
+    np.testing.assert_array_equal(
+        f(cuda.to_device(np.ones(4)), zoom=(10.0, 0.0), add=(1.0, 5.0)).copy_to_host(), 15.0)
+    assert len(f.compiled) == 2
+
+    g = tg.compile(_stages_dict, backend=backend)
+    one = g(cuda.to_device(np.ones(4)), {"zoom": (10.0, 0.0), "add": (1.0, 5.0)})
+    other = g(cuda.to_device(np.ones(4)), {"add": (1.0, 5.0), "zoom": (10.0, 0.0)})
+    np.testing.assert_array_equal(one.copy_to_host(), 15.0)
+    np.testing.assert_array_equal(other.copy_to_host(), 60.0)
+
+    @tg.compile(backend=backend)
+    def named(x, *, a=1.0, b=0.0):  # named keywords: one signature in any order
+        affine[1, 32](x, a, b)
+        return x
+    named(cuda.to_device(np.ones(4)), a=2.0, b=1.0)
+    named(cuda.to_device(np.ones(4)), b=1.0, a=2.0)
+    assert len(named.compiled) == 1
+
+
+@cuda.jit
+def _divide(x, k):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] / k
+
+
+def test_dict_keys_equal_but_not_alike_are_another_signature(backend):
+    def body(x, d):
+        for k in d:
+            _divide[1, 32](x, k)
+        return x
+
+    f = tg.compile(body, backend=backend)
+    assert (f(cuda.to_device(np.ones(4)), {0.0: 1}).copy_to_host() == np.inf).all()
+    assert (f(cuda.to_device(np.ones(4)), {-0.0: 1}).copy_to_host() == -np.inf).all()
+    f(cuda.to_device(np.ones(4)), {0.0: 1})
+    assert len(f.compiled) == 2
+
+
+def _ones():
+    return cuda.to_device(np.ones(4))
+
+
+@dataclasses.dataclass
+class ClipCfg:
+    max_norm: float = 1.0
+
+    def __post_init__(self):
+        self.eff = self.max_norm * 2.0  # derived from a field: made again on the rebuild
+        self.lock = threading.Lock()  # not a field: no part of the signature
+
+
+def test_a_dataclass_argument_is_rebuilt_from_its_init_fields(backend):
+    def step(x, cfg):
+        iscale[1, 32](x, cfg.eff)
+
+    f, x = tg.compile(step, backend=backend), _ones()
+    for _ in range(3):
+        f(x, ClipCfg())  # a new instance each call, a new lock: one graph
+    assert len(f.compiled) == 1
+    f(x, ClipCfg(max_norm=0.5))  # * 1: another field value, another graph
+    np.testing.assert_allclose(x.copy_to_host(), 8.0)
