@@ -128,9 +128,11 @@ class Contract:
         return value
 
     def changes(self, then: tuple, now: tuple) -> list[str]:
-        """What differs between two states, in words (`CFG.scale: 2.0, now 3.0`)."""
+        """What differs between two states, in words (`CFG.scale holds another value than
+        when f was traced: it was 2.0 and is 3.0 now`)."""
         names = [c.describe() for c in self.chains] + ["key()"]
-        return [f"{name} was {_key_shown(a)} and is {_key_shown(b)} now"
+        return [f"{name} holds {_kind_of(b)} than when {self.qualname} was traced: it was "
+                f"{_key_shown(a)} and is {_key_shown(b)} now"
                 for name, a, b in zip(names, then, now) if a != b]
 
     # -- the direct replay's checks ---------------------------------------------------
@@ -322,6 +324,19 @@ def _described(value: Any) -> Any:
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _kind_of(key: Any) -> str:
+    """What a checked name holds now, by the kind of its key."""
+    if type(key) is Same:
+        return "another kernel, function or object"
+    if isinstance(key, tuple) and key[:1] == ("array",):
+        return "another array or layout"
+    if isinstance(key, tuple) and key[:1] == ("method",):
+        return "another method"
+    if key == _GONE:
+        return "nothing"
+    return "another value"
 
 
 def _key_shown(key: Any) -> str:

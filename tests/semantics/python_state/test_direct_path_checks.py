@@ -5,13 +5,11 @@ state, a variant whose base graph's paths changed. It replays directly while the
 and traces (or takes the matching graph) when they do not."""
 from __future__ import annotations
 
-import types
 import weakref
 
 import numpy as np
 from numba import cuda
 from small_kernels import add_to, axpy, mul, scale
-from trace_counts import guards_of
 
 import tracegraph as tg
 from tracegraph import _numba
@@ -51,47 +49,6 @@ def _eager(layers, x):
 
 def _armed(f):
     return [e for e in f.compiled if getattr(e.executable, "armed", None)]
-
-
-def test_layers_holding_their_weights_replay_directly_and_follow_every_change(
-        backend, fixed_device_arrays):
-    layers = [Layer(k) for k in range(4)]
-
-    def step(x):
-        for layer in layers:
-            layer.forward(x)
-
-    f = tg.compile(step, backend=backend)
-    x = cuda.to_device(np.ones(N))
-    want = np.ones(N)
-
-    def call_and_check():
-        nonlocal want
-        f(x)
-        want = _eager(layers, want)
-        np.testing.assert_allclose(x.copy_to_host(), want)
-
-    for _ in range(3):
-        call_and_check()
-    if backend == "cuda":
-        assert _armed(f), "a graph capturing layers' weights replays directly"
-    layers[2].W.copy_to_device(np.full(N, 0.5))  # in place: the graph reads that memory
-    call_and_check()
-    layers[1].W = cuda.to_device(np.full(N, 3.0))  # another array under the name
-    call_and_check()
-    call_and_check()
-    layers[3].a = 7.0
-    call_and_check()
-    layers.append(Layer(5))
-    call_and_check()
-
-    def negate(self, x):
-        axpy[1, 32](x, self.W, -1.0)
-    layers[0].forward = types.MethodType(negate, layers[0])  # set on the instance
-    call_and_check()
-    call_and_check()
-    layers.pop()
-    call_and_check()
 
 
 WL = [cuda.to_device(np.full(N, 2.0)), cuda.to_device(np.full(N, 3.0))]
@@ -169,29 +126,6 @@ def _changeable(array):
     # the simulator's arrays have no interface: a subclass, not of fixed metadata
     out = type("Changeable", (type(array),), {})(array._ary)
     return out, lambda other: setattr(out, "_ary", other._ary)
-
-
-def test_an_array_of_changing_layout_found_over_the_same_memory_is_checked_every_call(
-        backend, fixed_device_arrays):
-    layer = Layer(1)
-
-    def step(x):
-        layer.forward(x)
-
-    f = tg.compile(step, backend=backend)
-    x = cuda.to_device(np.zeros(N))
-    f(x)
-    f(x)
-    layer.W, point = _changeable(layer.W)  # the same memory: not held by identity
-    f(x)
-    f(x)
-    if backend == "cuda":
-        assert not _armed(f)
-    other = cuda.to_device(np.full(N, 5.0))
-    point(other)  # the very same object now over other memory
-    before = x.copy_to_host()
-    f(x)
-    np.testing.assert_allclose(x.copy_to_host(), before * 5.0 + layer.a)
 
 
 def test_an_input_copying_could_follow_replays_directly_until_it_moves(
@@ -360,22 +294,6 @@ class _Entry:
         self.key, self.fast_checks, self.guarded = key, checks, guarded
 
 
-def test_a_variant_is_replayed_directly_only_while_its_graph_s_paths_find_the_same():
-    # a full call checks the first graph's guards before it picks a variant; a direct
-    # replay of the variant must check them too (a variant's own guards may be fewer)
-    from tracegraph.cache import GraphCache
-    cache = GraphCache(None)
-    base = _Entry(("sig",), ("b1", "b2"))
-    variant = _Entry(("sig", ("captured now", (1,))), ("v1",))
-    assert cache.direct_checks(variant) is None  # its graph is gone: a full call traces
-    cache.entries[base.key] = base
-    assert cache.direct_checks(base) == ("b1", "b2")
-    assert cache.direct_checks(variant) == ("v1", "b1", "b2")
-    cache.entries[base.key] = _Entry(("sig",), (), guarded=True)
-    assert cache.direct_checks(variant) is None  # a path of its graph checked only in Python
-    assert cache.direct_checks(_Entry(("sig",), ("v",), guarded=True)) is None
-
-
 class _Owner:
     def __init__(self):
         self.scale = 2.0
@@ -388,16 +306,3 @@ class _Child:
     def run(self, x):
         add_to[1, 32](x, self.owner.scale)
 
-
-def test_a_weakref_proxy_in_the_state_keeps_the_direct_replay_path(fixed_device_arrays):
-    # The cost this pins: a check with no C form (a type check on the proxy) makes the
-    # entry `guarded`, and every call goes through the Python checks instead of the
-    # direct C replay; a value check on self.owner.scale alone keeps it direct
-    owner = _Owner()
-    c = _Child(owner)
-    f = tg.compile(c.run, backend="cuda")
-    x = cuda.to_device(np.ones(N))
-    f(x)
-    f(x)
-    no_check = [g.ref.describe() for g in guards_of(f) if getattr(g, "check", 0) is None]
-    assert not f.compiled[0].guarded, f"guards without a direct check: {no_check}"

@@ -27,30 +27,6 @@ W = None
 CFG: dict = {}
 
 
-def test_a_global_and_a_dict_entry_rebound_between_calls_are_followed(backend):
-    global W
-
-    def body(x):
-        out = cuda.device_array_like(x)
-        mul[1, N](x, W, out)
-        mul[1, N](out, CFG["w"], out)
-        return out
-
-    W = cuda.to_device(np.full(N, 2.0))
-    CFG["w"] = cuda.to_device(np.full(N, 3.0))
-    f = tg.compile(body, backend=backend)
-    x = cuda.to_device(np.arange(float(N)))
-    np.testing.assert_array_equal(_host(f(x)), np.arange(N) * 6.0)
-    W = cuda.to_device(np.full(N, 5.0))
-    np.testing.assert_array_equal(_host(f(x)), np.arange(N) * 15.0)
-    CFG["w"] = cuda.to_device(np.full(N, 1.0))
-    np.testing.assert_array_equal(_host(f(x)), np.arange(N) * 5.0)
-    np.testing.assert_array_equal(_host(f(x)), np.arange(N) * 5.0)  # a replay again
-    # the first graph and one per set of arrays the names found since (a few are kept)
-    from tracegraph.trace.guards import VARIANTS
-    assert len(f.compiled) == 3 <= 1 + VARIANTS
-
-
 def test_a_view_of_a_captured_global_follows_its_base(backend):
     global W
 

@@ -14,7 +14,7 @@ from access_checks import orders_differing_from_eager
 from eager import matches_eager
 from numba import cuda
 from numba.cuda import to_device as _to_device
-from small_kernels import copy, increment, mul
+from small_kernels import copy, increment
 
 import tracegraph as tg
 from tracegraph.errors import SignatureError
@@ -135,41 +135,6 @@ class Callable:
 
 
 T2 = np.full(8, 2.0)
-
-
-def test_kernels_and_host_arrays_held_by_classes_slices_and_callable_objects(backend):
-    global T2
-    T2 = np.full(8, 2.0)
-    x, out = cuda.to_device(np.arange(4.0)), cuda.device_array(4)
-    ar = np.arange(4.0)
-
-    def by_class(x, out):
-        KernelHolder.act[1, 32](x, out)
-
-    def host_by_class(x, out):
-        mul[1, 8](x, cuda.to_device(KernelHolder.W), out)
-
-    def host_slice(x, out):
-        mul[1, 8](x, cuda.to_device(T2[:4]), out)
-
-    f, g, h = (tg.compile(fn, backend=backend) for fn in (by_class, host_by_class, host_slice))
-    b = tg.compile(Block.step, backend=backend)
-    c = Callable()
-    cc = tg.compile(c, backend=backend)
-    for fn, args in ((f, (x, out)), (g, (x, out)), (h, (x, out)), (b, (Block(), x, out)),
-                     (cc, (x, out))):
-        fn(*args)
-        fn(*args)
-        np.testing.assert_array_equal(out.copy_to_host(), 2 * ar)
-    KernelHolder.act, KernelHolder.W, Block.act, T2, c.k = \
-        _negate, np.full(4, 5.0), _negate, np.full(8, 7.0), _plus_100
-    try:
-        for fn, args, want in ((f, (x, out), -ar), (g, (x, out), 5 * ar), (h, (x, out), 7 * ar),
-                               (b, (Block(), x, out), -ar), (cc, (x, out), ar + 100)):
-            fn(*args)
-            np.testing.assert_array_equal(out.copy_to_host(), want)
-    finally:
-        KernelHolder.act, KernelHolder.W, Block.act = _times_two, np.full(4, 2.0), _times_two
 
 
 @cuda.jit

@@ -10,7 +10,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from eager import against_eager
 from numba import cuda
 from small_kernels import add_to, mul, mul_by
 
@@ -156,32 +155,6 @@ KERNEL_CFG = {"act": "a"}
 TABLES = [np.full(4, 2.0), np.full(4, 3.0)]
 
 
-def test_values_that_pick_a_kernel_or_a_host_array_are_checked(backend):
-    global IDX
-    x, out = cuda.to_device(np.arange(4.0)), cuda.device_array(4)
-
-    def by_index(x, out):
-        KS[IDX][1, 32](x, out)
-
-    def by_config(x, out):
-        REG[KERNEL_CFG["act"]][1, 32](x, out)
-
-    def host_by_index(x, out):
-        mul[1, 8](x, cuda.to_device(TABLES[IDX]), out)
-
-    for fn, first, second in ((by_index, 2.0, -1.0), (by_config, 2.0, -1.0),
-                              (host_by_index, 2.0, 3.0)):
-        IDX, KERNEL_CFG["act"] = 0, "a"
-        f = tg.compile(fn, backend=backend)
-        f(x, out)
-        f(x, out)
-        np.testing.assert_array_equal(out.copy_to_host(), first * np.arange(4.0))
-        IDX, KERNEL_CFG["act"] = 1, "b"
-        f(x, out)
-        np.testing.assert_array_equal(out.copy_to_host(), second * np.arange(4.0))
-    IDX, KERNEL_CFG["act"] = 0, "a"
-
-
 @cuda.jit
 def _relu1(x, out):
     i = cuda.grid(1)
@@ -236,16 +209,3 @@ class _Sparse:
 
 DISPATCH = {_Dense: add_to, _Sparse: mul_by}
 
-
-def test_a_kernel_picked_by_the_class_of_an_attribute_follows_the_class(
-        backend, fixed_device_arrays):
-    # type-keyed dispatch: the selector is a class, not a number or string
-    class Model:
-        def __init__(self):
-            self.layer = _Dense()
-
-        def run(self, x):
-            DISPATCH[type(self.layer)][1, 32](x, 3.0)
-    m = Model()
-    against_eager(lambda x: m.run(x), backend,
-                  [("swapped", lambda: setattr(m, "layer", _Sparse()))])

@@ -7,7 +7,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
-import pytest
 from numba import cuda
 from small_kernels import iscale
 
@@ -117,12 +116,6 @@ class Block:
         return out
 
 
-def test_a_kernel_the_function_keeps_on_self_each_call(backend):
-    b = Block()
-    _picks(backend, b.forward, lambda: BIG.__setitem__("act", "neg"),
-           lambda: BIG.__setitem__("act", "relu"))
-
-
 def test_an_attribute_assigned_elsewhere_does_not_silence_the_guard(backend):
     def step(x):
         CTX.act = CFG.act
@@ -194,8 +187,3 @@ class Lazy:
             self.ready = True
         iscale[1, 32](x, 2.0)
 
-
-def test_state_the_function_reads_and_sets_is_said(backend):
-    f, x = tg.compile(Lazy().step, backend=backend), _ones()
-    with pytest.warns(UserWarning, match=r"names self\.ready, which it .*also sets"):
-        f(x)

@@ -69,35 +69,6 @@ HP = SimpleNamespace(lr=2.0)
 R = np.arange(3.0)
 
 
-def test_values_from_configs_attribute_dicts_complex_tuples_and_getattr_are_checked(backend):
-    global ALPHA, PAIR
-    b = Block()
-    _run(backend, b.forward, (), lambda: setattr(b.cfg, "gain", 3.0), 2 * R, 3 * R)
-
-    def attrdict(x, out):
-        _scale_real[1, 8](x, CFG.lr, out)
-    _run(backend, attrdict, (), lambda: CFG.__setitem__("lr", 4.0), 2 * R, 4 * R)
-    CFG["lr"] = 2.0
-
-    def complex_value(x, out):
-        _scale_real[1, 8](x, ALPHA, out)
-    try:
-        _run(backend, complex_value, (), lambda: globals().__setitem__("ALPHA", 5 + 0j),
-             2 * R, 5 * R)
-
-        def tuple_value(x, out):
-            _affine[1, 8](x, PAIR, out)
-        _run(backend, tuple_value, (), lambda: globals().__setitem__("PAIR", (3.0, 0.0)),
-             2 * R + 1, 3 * R)
-    finally:
-        ALPHA, PAIR = 2 + 0j, (2.0, 1.0)
-
-    def by_getattr(x, out):
-        _scale_real[1, 8](x, getattr(HP, "lr"), out)  # noqa: B009 - the case itself
-    _run(backend, by_getattr, (), lambda: setattr(HP, "lr", 3.0), 2 * R, 3 * R)
-    HP.lr = 2.0
-
-
 class Net:
     def __init__(self):
         self.layers = [SimpleNamespace(gain=2.0), SimpleNamespace(gain=1.0)]
@@ -125,19 +96,6 @@ def _wrapped(x, out):
 
 def _with_k(x, out, k):
     _scale_real[1, 8](x, LR * k, out)
-
-
-def test_per_layer_values_and_wrapped_functions_are_checked(backend):
-    global LR
-    n = Net()
-    _run(backend, n.fwd, (), lambda: setattr(n.layers[0], "gain", 3.0), 2 * R, 3 * R)
-    try:
-        _run(backend, _wrapped, (), lambda: globals().__setitem__("LR", 5.0), 2 * R, 5 * R)
-        LR = 2.0
-        _run(backend, functools.partial(_with_k, k=1.0), (),
-             lambda: globals().__setitem__("LR", 5.0), 2 * R, 5 * R)
-    finally:
-        LR = 2.0
 
 
 def _ones():

@@ -4,7 +4,7 @@ them and from its parameters, choose its graph with the call's signature. A chan
 traces a new graph, a value seen before reuses its graph, on both backends and through the
 direct replay of a call of the very same objects. What the contract leaves out (state read
 inside callees or through computed names) is baked in: key= and verify= serve it
-(test_state_key_and_verify.py)."""
+(test_key_and_verify.py)."""
 from __future__ import annotations
 
 import types
