@@ -105,6 +105,20 @@ def test_linear_epilogues(backend, monkeypatch, engine, case):
     assert library == (["cublaslt_linear"] if engine == "cublas" else [])
 
 
+@pytest.mark.parametrize("engine", ["cublas", "kernel"])
+def test_linear_of_a_torch_oriented_weight_reads_it_in_place(backend, monkeypatch, engine):
+    """transpose_w=True: w is (n, k), the product x @ w.T, with no copy of w (a tied
+    embedding as the output layer: one product node, nothing else)."""
+    monkeypatch.setenv("TRACEGRAPH_MATMUL", engine)
+    if ON_GPU and engine == "cublas":
+        pytest.importorskip("nvmath.bindings.cublasLt")
+    x, emb = rand((3, 16), seed=12), rand((50, 16), seed=13)
+    f = tg.compile(lambda x, emb: ops.linear(x, emb, transpose_w=True), backend=backend)
+    close(f(x, emb), (x.astype(F64) @ emb.T.astype(F64)).astype(F32), F32)
+    assert [op.name for op in f.trace(x, emb).ops if op.kind in ("kernel", "library")] == \
+        (["cublaslt_linear"] if engine == "cublas" else ["matmul_tiled"])
+
+
 def test_linear_refuses_a_residual_of_another_shape():
     @tg.compile(backend="sim")
     def f(x, w, r):

@@ -21,10 +21,12 @@ ACTIVATIONS = (None, "relu", "gelu")
 
 
 def linear(x: Any, w: Any, bias: Any = None, *, activation: str | None = None,
-           residual: Any = None, out: Any = None) -> Array:
+           residual: Any = None, transpose_w: bool = False, out: Any = None) -> Array:
     """activation(x @ w + bias + residual) for a 2-D x (m, k), w (k, n) (NumPy's
-    orientation, not torch's (n, k) weight), a 1-D bias (n,) or None, a residual (m, n)
-    or None, and activation None, "relu" or "gelu" (the tanh approximation).
+    orientation; with transpose_w=True, w is (n, k), torch's orientation, and the product
+    is x @ w.T without a copy: a tied embedding as the output layer), a 1-D bias (n,) or
+    None, a residual (m, n) or None, and activation None, "relu" or "gelu" (the tanh
+    approximation).
 
     Where cuBLAS is there (tracegraph.ops.matmul's engine) and everything is float32, one
     cuBLASLt node; elsewhere matmul, then add and the activation in place on the result.
@@ -39,6 +41,8 @@ def linear(x: Any, w: Any, bias: Any = None, *, activation: str | None = None,
     if x.ndim != 2 or w.ndim != 2:
         raise B.fail(op, f"x {tuple(x.shape)} and w {tuple(w.shape)} must both be 2-D",
                      "reshape leading batch dimensions into the rows of x")
+    if transpose_w:  # a view: the op only reads w (x.T on a traced array is a copy)
+        w = B.view(w, w.shape[::-1], w.strides[::-1])
     if x.shape[1] != w.shape[0]:  # matmul would say so too, naming matmul
         raise B.fail(op, f"x {tuple(x.shape)} and w {tuple(w.shape)} are not aligned",
                      "x.shape[1] must equal w.shape[0]")
