@@ -9,6 +9,7 @@ head or split over chunks of positions and combined (flash-decoding).
 """
 from __future__ import annotations
 
+import importlib
 import math
 import sys
 
@@ -18,6 +19,8 @@ import pytest
 import tracegraph as tg
 from tracegraph import ops
 from tracegraph.ops import _warp, attention
+
+argmax_module = importlib.import_module("tracegraph.ops.argmax")  # ops.argmax is the op
 
 F32, F64 = np.float32, np.float64
 ON_GPU = not tg._numba.SIMULATOR
@@ -182,7 +185,10 @@ def test_row_groups_give_about_four_elements_a_thread_on_a_gpu(monkeypatch):
 
 @pytest.mark.parametrize("case", ["rows", "long-rows", "one-row-chunks", "axis0", "flat",
                                   "ties-nan-inf", "int", "int32-out"])
-def test_argmax(backend, case):
+def test_argmax(backend, monkeypatch, case):
+    # the simulator's split sizes everywhere (rows of over 16 split into chunks of 4 or more)
+    for name, value in (("_ONE_LAUNCH", 16), ("_MIN_CHUNK", 4), ("_TARGET_BLOCKS", 8)):
+        monkeypatch.setattr(argmax_module, name, value)
     x = rand((3, 2000) if case in ("long-rows", "int32-out") else
              (1, 100) if case == "one-row-chunks" else (6, 13), F32, 9)
     if case == "ties-nan-inf":
@@ -256,9 +262,17 @@ def test_decode_attention_reads_positions_up_to_pos(backend, shape, pos, dtype):
     close(got, np_attention(q, kc, vc, p, 0.3).astype(dtype), dtype)
 
 
-def test_decode_attention_splits_as_planned():
-    assert attention.launch_plan(1, 2, 16)[1:] == (4, 4)      # the simulator's plan
+def test_decode_attention_splits_as_planned(monkeypatch):
+    """Chunks of at least _MIN_CHUNK positions, as many as fill _TARGET_BLOCKS blocks."""
+    monkeypatch.setattr(attention, "_MIN_CHUNK", 4)
+    monkeypatch.setattr(attention, "_TARGET_BLOCKS", 8)
+    assert attention.launch_plan(1, 2, 16)[1:] == (4, 4)
     assert attention.launch_plan(3, 4, 9)[1:] == (9, 1)
+    assert attention.launch_plan(1, 1, 10)[1:] == (4, 3)   # the last chunk shorter
+    monkeypatch.setattr(attention, "_MIN_CHUNK", 32)
+    monkeypatch.setattr(attention, "_TARGET_BLOCKS", 256)
+    assert attention.launch_plan(1, 12, 128)[1:] == (32, 4)   # GPT-2 at batch 1
+    assert attention.launch_plan(64, 12, 128)[1:] == (128, 1)
 
 
 @pytest.mark.parametrize("threads_shape", [(8, "split"), (8, "one-chunk"), (64, "split")],
