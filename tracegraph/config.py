@@ -13,6 +13,7 @@ CUDA_PLATFORM = "TRACEGRAPH_CUDA_PLATFORM"  # "fake": the cuda backend on the CP
 MATMUL = "TRACEGRAPH_MATMUL"  # auto | cublas | kernel: what tracegraph.ops.matmul runs
 C_LAUNCH = "TRACEGRAPH_C_LAUNCH"  # 1 (default) | 0: replays launch through the C helper
 BATCH_NODES = "TRACEGRAPH_BATCH_NODES"  # 1 (default) | 0: kernel nodes made one call each
+FUSE = "TRACEGRAPH_FUSE"  # 1 (default) | 0: chains of elementwise ops stay separate kernels
 
 
 def backend_override() -> str | None:
@@ -87,3 +88,9 @@ def configure_logging() -> None:
             handler = logging.StreamHandler()
             handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
             logger.addHandler(handler)
+
+
+def fusion() -> bool:
+    """Whether chains of elementwise tracegraph.ops become one kernel (passes/fusion.py);
+    TRACEGRAPH_FUSE=0 keeps one kernel per op."""
+    return os.environ.get(FUSE, "1").strip() != "0"

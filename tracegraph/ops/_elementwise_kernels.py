@@ -159,12 +159,11 @@ TERNARY: dict[str, tuple[str, Callable, tuple]] = {
 }
 
 KERNELS: dict[str, Any] = {}
-for _name, (_expr, *_rest) in UNARY.items():
-    KERNELS[_name] = access(B.make_kernel(_name, _UNARY, _ENV, expr=_expr),
-                            reads=["x"], writes=["out"])
-for _name, (_expr, *_rest) in BINARY.items():
-    KERNELS[_name] = access(B.make_kernel(_name, _BINARY, _ENV, expr=_expr),
-                            reads=["a", "b"], writes=["out"])
-for _name, (_expr, *_rest) in TERNARY.items():
-    KERNELS[_name] = access(B.make_kernel(_name, _TERNARY, _ENV, expr=_expr),
-                            reads=["a", "b", "c"], writes=["out"])
+# kernel -> (expression, operands): what fusion (ops/fused.py) reads of a launch
+EXPRESSIONS: dict[Any, tuple[str, int]] = {}
+for _table, _template, _params in ((UNARY, _UNARY, ["x"]), (BINARY, _BINARY, ["a", "b"]),
+                                   (TERNARY, _TERNARY, ["a", "b", "c"])):
+    for _name, (_expr, *_rest) in _table.items():
+        KERNELS[_name] = access(B.make_kernel(_name, _template, _ENV, expr=_expr),
+                                reads=_params, writes=["out"])
+        EXPRESSIONS[KERNELS[_name]] = (_expr, len(_params))
