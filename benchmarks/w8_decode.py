@@ -292,6 +292,8 @@ class Config:
 
     def torch_compile(self, batch):
         torch = self._torch()
+        if os.environ.get("W8_TORCH_COMPILE", "1") == "0":
+            raise Skip("not run: W8_TORCH_COMPILE=0 (a run short of device time)")
         if self.compile_s > COMPILE_BUDGET_S:
             raise Skip(f"torch.compile's first calls took {self.compile_s:.0f} s on this "
                        f"config so far, past the {COMPILE_BUDGET_S} s budget")

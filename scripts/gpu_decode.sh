@@ -2,7 +2,7 @@
 # The decode step on a GPU, from the repository root with $OUT set: W8, where a step's time
 # goes (host time per call; GPU time per node, each node launched alone between CUDA
 # events, or through Nsight Compute with NCU=1) before and after, the decode ops' tests.
-#   STAGES=w8,profile              (default; also: w8quick, w3, w5, tests)
+#   STAGES=w8,profile              (default; also: w8quick, w3, w5, fusion, tests, gpt2)
 #   BEFORE=DIR                     a tree of the base commit (tracegraph/, examples/), for
 #                                  the profile's "before" rows; none: after only
 # At most 8 files come back: the logs here, everything else in $OUT/all.tgz.
@@ -21,10 +21,14 @@ bench() {  # mode workloads name seconds
   cp "$WORK/$3/results.md" "$OUT/$3-results.md" 2>/dev/null
   cp "$WORK/$3/results.json" "$OUT/$3-results.json" 2>/dev/null
 }
-if has w8; then bench "" W8 w8 280; fi
+if has w8; then bench "" W8 w8 "${W8_SECONDS:-280}"; fi
 if has w8quick; then bench --quick W8 w8quick 200; fi
 if has w3; then bench --quick W3 w3 120; fi
 if has w5; then bench --quick W5 w5 120; fi
+if has fusion; then
+  timeout 60 python scripts/measure_fusion.py > "$OUT/fusion.txt" 2>&1
+  echo "rc=$?" >> "$OUT/fusion.txt"
+fi
 
 profile() {  # tag example-path pythonpath config batches seconds
   local tag=$1 ex=$2 pp=$3 cfg=$4 batches=$5 limit=$6
@@ -49,7 +53,7 @@ if has profile; then
     profile before "$BEFORE/examples/decode_step.py" "$PWD/$BEFORE" small 1,8,37,64 50
   fi
   profile after examples/decode_step.py "$PWD" small 1,8,37,64 45
-  profile after examples/decode_step.py "$PWD" gpt2 1,8,37,64 70
+  if has gpt2; then profile after examples/decode_step.py "$PWD" gpt2 1,8,37,64 70; fi
 fi
 
 if has tests; then
