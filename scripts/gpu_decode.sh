@@ -50,9 +50,9 @@ profile() {  # tag example-path pythonpath config batches seconds
 if has profile; then
   if [ -n "$BEFORE" ]; then
     (cd "$BEFORE" && python3 setup.py -q build_ext --inplace > /tmp/build_before.log 2>&1)
-    profile before "$BEFORE/examples/decode_step.py" "$PWD/$BEFORE" small 1,8,37,64 50
+    profile before "$BEFORE/examples/decode_step.py" "$PWD/$BEFORE" small "${BATCHES:-1,8,37,64}" 50
   fi
-  profile after examples/decode_step.py "$PWD" small 1,8,37,64 45
+  profile after examples/decode_step.py "$PWD" small "${BATCHES:-1,8,37,64}" 45
   if has gpt2; then profile after examples/decode_step.py "$PWD" gpt2 1,8,37,64 70; fi
 fi
 
