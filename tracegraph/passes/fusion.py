@@ -34,7 +34,7 @@ def fuse_elementwise(program: Program) -> Program:
     """Requires: ops in program order (it runs before the dependencies are found).
     Guarantees: the same Program where fusable producer/consumer pairs of elementwise
     launches (the module's rule) are one launch at the consumer's place; the producer's
-    op is gone, its intermediate untouched. Off with TRACEGRAPH_FUSE=0."""
+    op is gone, its intermediate untouched. On with TRACEGRAPH_FUSE=1."""
     if not config.fusion():
         return program
     from ..ops import fused
