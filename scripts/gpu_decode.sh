@@ -4,7 +4,11 @@
 # events, or through Nsight Compute with NCU=1) before and after, the decode ops' tests.
 #   STAGES=w8,profile              (default; also: w8quick, w3, w5, fusion, tests, gpt2)
 #   BEFORE=DIR                     a tree of the base commit (tracegraph/, examples/), for
-#                                  the profile's "before" rows; none: after only
+#                                  the profile's "before" rows; none: after only. Made with
+#     mkdir -p DIR && git archive 7dbfdd4 tracegraph setup.py examples | tar -x -C DIR
+#   W8_SECONDS, W8_CONFIGS, W8_TORCH_COMPILE, BATCHES: shorter runs (see w8_decode.py)
+# Two runs of at most 10 minutes hold it all: STAGES=tests,profile,gpt2,fusion BEFORE=...
+# then STAGES=w8,w3 (W8 with torch.compile took no measured time yet: allow 5 minutes).
 # At most 8 files come back: the logs here, everything else in $OUT/all.tgz.
 set -u
 source scripts/_gpu_env.sh
