@@ -30,7 +30,7 @@ if ROOT not in sys.path:
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 
 WORKLOADS = {"W1": "w1_chain", "W2": "w2_forkjoin", "W3": "w3_mlp", "W4": "w4_cartpole",
-             "W5": "w5_compile", "W6": "w6_numpy", "W7": "w7_overhead"}
+             "W5": "w5_compile", "W6": "w6_numpy", "W7": "w7_overhead", "W8": "w8_decode"}
 
 
 def parse(argv):

@@ -36,7 +36,7 @@ def test_outputs_written(smoke):
         assert (smoke / name).is_file() and (smoke / name).stat().st_size > 0, name
     res = _results(smoke)
     assert res["meta"]["mode"] == "smoke" and res["meta"]["simulator"] is True
-    assert {w["id"] for w in res["workloads"]} == {f"W{i}" for i in range(1, 8)}
+    assert {w["id"] for w in res["workloads"]} == {f"W{i}" for i in range(1, 9)}
     assert not [w for w in res["workloads"] if w.get("error")], "a workload crashed"
     assert "not timings" in (smoke / "results.md").read_text()
     with open(smoke / "chart.png", "rb") as f:

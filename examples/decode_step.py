@@ -4,29 +4,33 @@ GPT-style decoder with a KV cache, as ONE CUDA graph per batch bucket.
 One step, for a batch of sequences that are all at position `pos`:
 
     x = emb[tokens] + wpe[pos]                                   (kernel embed)
-    L times:  h = layer_norm(x)                                  (ops.layer_norm)
-              q, k, v = split(h @ wqkv + bqkv)                   (ops: matmul, add; views)
-              k_cache[:, l, :, pos], v_cache[:, l, :, pos] = k, v (kernel write_kv)
-              p = softmax(q . k_cache[:, l, :, :pos+1] / sqrt(dh))  (kernel attn_scores,
-                                                                  ops.softmax)
-              x = x + (p @ v_cache[:, l, :, :pos+1]) @ wo + bo   (kernel attn_context, ops)
-              x = x + gelu(layer_norm(x) @ w1 + b1) @ w2 + b2    (ops, kernel bias_gelu)
-    logits = layer_norm(x) @ emb.T                               (ops; tied embeddings)
-    tokens = argmax(logits, axis=-1)                             (kernel argmax_rows)
+    L times:  q, k, v = split(layer_norm(x) @ wqkv + bqkv)       (ops.layer_norm, ops.linear)
+              c = attention(q, k_cache[l, :, :, :pos+1], ...)     (ops.decode_attention: it
+                  after writing k, v at pos                        also writes k, v at pos)
+              x = x + c @ wo + bo                                 (ops.linear, residual=x)
+              x = x + gelu(layer_norm(x) @ w1 + b1) @ w2 + b2     (ops.layer_norm, ops.linear
+                                                                   with its GELU epilogue and
+                                                                   residual=x)
+    tokens = argmax(layer_norm(x) @ emb.T, axis=-1)               (ops.linear(transpose_w=True):
+                                                                   tied embeddings, no copy;
+                                                                   ops.argmax)
+
+On a GPU with nvmath-python each ops.linear is one cuBLASLt node: the bias, the GELU and
+the residual run in its epilogue. A layer is 7 nodes (8 where the attention splits the
+cache over blocks and combines).
 
 `decode_step` is compiled with `dynamic={"tokens": 0, "pos": "value"}`: the batch (axis 0
 of `tokens`) goes through buckets, and `pos` is a kernel parameter patched on every call,
 so all the steps of all the batch sizes of one bucket replay one graph. The greedy tokens
 are written into `tokens` in place: the next step's input.
 
-The KV cache is the caller's: two device arrays (slots, layers, heads, max_len, head_dim)
+The KV cache is the caller's: two device arrays (layers, slots, heads, max_len, head_dim)
 allocated once, written in place, with `slots` the largest bucket; a batch uses slots
 0..n-1. It is not a dynamic argument: a written dynamic argument whose length is not a
 bucket is padded by copying it (and copied back after the call), which for a cache would
-be a copy of the whole cache on every step. Kernels that touch the cache or the tokens
-skip the padding rows (`tg.length()`, the true batch), so a padded bucket never writes a
-slot or a token of a real row; everything else is row by row, so padding rows change no
-real row.
+be a copy of the whole cache on every step. The attention writes the cache only for the
+true batch (`rows=tg.length()`), so a padded bucket never writes a slot of a real row;
+everything else is row by row, so padding rows change no real row.
 
     python examples/decode_step.py            (on a GPU, also: the decode benchmark)
 """
@@ -41,7 +45,7 @@ from typing import Any, NamedTuple
 
 import _support  # first: picks the GPU, or Numba's simulator before Numba loads
 import numpy as np
-from numba import cuda, float32, int32
+from numba import cuda
 
 import tracegraph as tg
 from tracegraph import ops
@@ -49,11 +53,10 @@ from tracegraph import ops
 BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 EPS = 1e-5  # layer norm (ops.layer_norm's default, as PyTorch's)
 
-# Launch sizes of the kernels below. The simulator runs one Python thread per CUDA thread:
-# few threads there, looping over the elements (as tracegraph.ops do).
+# Launch size of the embedding kernel. The simulator runs one Python thread per CUDA
+# thread: few threads there, looping over the elements (as tracegraph.ops do).
 THREADS = 256 if _support.GPU else 8
 MAX_BLOCKS = 1024 if _support.GPU else 4
-ARGMAX_THREADS = 128 if _support.GPU else 8  # a power of two: the tree reduction halves it
 
 
 def grid_1d(total: int) -> tuple[int, int]:
@@ -121,140 +124,40 @@ def params_map(fn: Callable[[Any], Any], p: Params) -> Params:
 
 
 def new_cache(cfg: Config, slots: int) -> tuple[Any, Any]:
-    """The KV cache: (slots, layers, heads, max_len, head_dim) float32 device arrays."""
-    shape = (slots, cfg.layers, cfg.heads, cfg.max_len, cfg.d_model // cfg.heads)
+    """The KV cache: (layers, slots, heads, max_len, head_dim) float32 device arrays (a
+    layer's cache is one contiguous block)."""
+    shape = (cfg.layers, slots, cfg.heads, cfg.max_len, cfg.d_model // cfg.heads)
     return cuda.to_device(np.zeros(shape, np.float32)), cuda.to_device(np.zeros(shape, np.float32))
 
 
 # ---------------------------------------------------------------------------
-# the kernels tracegraph.ops has no op for
+# the one kernel tracegraph.ops has no op for
 
 @cuda.jit
-def embed(tokens, pos, emb, wpe, n, x):
-    """x[b] = emb[tokens[b]] + wpe[pos] for the n real rows; padding rows get zeros."""
+def embed(tokens, pos, emb, wpe, x):
+    """x[b] = emb[tokens[b]] + wpe[pos] (padding rows hold token 0: the padded copy's)."""
     d = x.shape[1]
     for i in range(cuda.grid(1), x.shape[0] * d, cuda.gridsize(1)):
         b, j = i // d, i % d
-        if b < n:
-            x[b, j] = emb[tokens[b], j] + wpe[pos, j]
-        else:
-            x[b, j] = 0.0
-
-
-@cuda.jit
-def write_kv(k, v, layer, pos, n, k_cache, v_cache):
-    """This step's k and v of the n real rows into their cache slots at position pos."""
-    heads, dh = k_cache.shape[2], k_cache.shape[4]
-    d = heads * dh
-    for i in range(cuda.grid(1), n * d, cuda.gridsize(1)):
-        b, j = i // d, i % d
-        h, e = j // dh, j % dh
-        k_cache[b, layer, h, pos, e] = k[b, j]
-        v_cache[b, layer, h, pos, e] = v[b, j]
-
-
-@cuda.jit
-def attn_scores(q, k_cache, layer, pos, n, scale, scores):
-    """scores[b, h, t] = q[b, h] . k_cache[b, layer, h, t] * scale for t <= pos, -inf after
-    (so a softmax over the whole row only weighs positions 0..pos); padding rows get 0."""
-    heads, max_len, dh = k_cache.shape[2], k_cache.shape[3], k_cache.shape[4]
-    per_row = heads * max_len
-    for i in range(cuda.grid(1), scores.shape[0] * per_row, cuda.gridsize(1)):
-        b = i // per_row
-        h = (i % per_row) // max_len
-        t = i % max_len
-        if t > pos:
-            scores[b, h, t] = -math.inf
-        elif b >= n:
-            scores[b, h, t] = 0.0
-        else:
-            acc = float32(0.0)
-            for e in range(dh):
-                acc += q[b, h * dh + e] * k_cache[b, layer, h, t, e]
-            scores[b, h, t] = acc * scale
-
-
-@cuda.jit
-def attn_context(probs, v_cache, layer, pos, n, out):
-    """out[b, h*dh + e] = sum over t <= pos of probs[b, h, t] * v_cache[b, layer, h, t, e];
-    padding rows get zeros."""
-    heads, dh = v_cache.shape[2], v_cache.shape[4]
-    d = heads * dh
-    for i in range(cuda.grid(1), out.shape[0] * d, cuda.gridsize(1)):
-        b, j = i // d, i % d
-        h, e = j // dh, j % dh
-        acc = float32(0.0)
-        if b < n:
-            for t in range(pos + 1):
-                acc += probs[b, h, t] * v_cache[b, layer, h, t, e]
-        out[b, j] = acc
-
-
-@cuda.jit
-def bias_gelu(u, bias, out):
-    """out = gelu(u + bias), the tanh approximation (GPT-2's)."""
-    f = u.shape[1]
-    for i in range(cuda.grid(1), u.shape[0] * f, cuda.gridsize(1)):
-        b, j = i // f, i % f
-        z = u[b, j] + bias[j]
-        out[b, j] = 0.5 * z * (1.0 + math.tanh(0.7978845608028654 * (z + 0.044715 * z * z * z)))
-
-
-@cuda.jit
-def argmax_rows(logits, n, tokens):
-    """tokens[b] = the first index of the largest logit of row b, for the n real rows: a
-    block per row, its threads striding over the row, then a tree in shared memory."""
-    best_v = cuda.shared.array(ARGMAX_THREADS, float32)
-    best_i = cuda.shared.array(ARGMAX_THREADS, int32)
-    tid = cuda.threadIdx.x
-    vocab = logits.shape[1]
-    for b in range(cuda.blockIdx.x, n, cuda.gridDim.x):  # the same b for the whole block
-        v = float32(-math.inf)
-        k = vocab
-        for j in range(tid, vocab, cuda.blockDim.x):
-            if logits[b, j] > v or k == vocab:
-                v = logits[b, j]
-                k = j
-        best_v[tid] = v
-        best_i[tid] = k
-        cuda.syncthreads()
-        s = cuda.blockDim.x // 2
-        while s > 0:
-            if tid < s:
-                ov, oi = best_v[tid + s], best_i[tid + s]
-                if oi < vocab and (ov > best_v[tid] or (ov == best_v[tid] and oi < best_i[tid])
-                                   or best_i[tid] == vocab):
-                    best_v[tid] = ov
-                    best_i[tid] = oi
-            cuda.syncthreads()
-            s //= 2
-        if tid == 0:
-            tokens[b] = best_i[0]
-        cuda.syncthreads()
+        x[b, j] = emb[tokens[b], j] + wpe[pos, j]
 
 
 # ---------------------------------------------------------------------------
 # the decode step: one graph per bucket
 
-def decoder_layer(x, layer: int, p: Layer, pos, n, k_cache, v_cache):
-    """One pre-norm transformer block for the new token of every row."""
+def decoder_layer(x, p: Layer, pos, n, k_cache, v_cache):
+    """One pre-norm transformer block for the new token of every row; k_cache, v_cache
+    are this layer's (slots, heads, max_len, head_dim)."""
     rows, d = x.shape
-    heads, max_len, dh = k_cache.shape[2], k_cache.shape[3], k_cache.shape[4]
+    heads, dh = k_cache.shape[1], k_cache.shape[3]
     h = ops.layer_norm(x, p.ln1_w, p.ln1_b, EPS)
-    qkv = h @ p.wqkv + p.bqkv
-    q, k, v = qkv[:, :d], qkv[:, d:2 * d], qkv[:, 2 * d:]
-    write_kv[grid_1d(rows * d)](k, v, layer, pos, n, k_cache, v_cache)
-    scores = tg.empty((rows, heads, max_len), np.float32)
-    attn_scores[grid_1d(scores.size)](q, k_cache, layer, pos, n, np.float32(dh ** -0.5), scores)
-    probs = ops.softmax(scores, axis=-1)
-    context = tg.empty((rows, d), np.float32)
-    attn_context[grid_1d(context.size)](probs, v_cache, layer, pos, n, context)
-    x = x + (context @ p.wo + p.bo)
+    qkv = ops.linear(h, p.wqkv, p.bqkv).reshape(rows, 3, heads, dh)
+    context = ops.decode_attention(qkv[:, 0], k_cache, v_cache, pos, k=qkv[:, 1],
+                                   v=qkv[:, 2], rows=n)
+    x = ops.linear(context.reshape(rows, d), p.wo, p.bo, residual=x)
     h = ops.layer_norm(x, p.ln2_w, p.ln2_b, EPS)
-    u = h @ p.w1
-    act = tg.empty(u.shape, np.float32)
-    bias_gelu[grid_1d(u.size)](u, p.b1, act)
-    return x + (act @ p.w2 + p.b2)
+    u = ops.linear(h, p.w1, p.b1, activation="gelu")
+    return ops.linear(u, p.w2, p.b2, residual=x)
 
 
 def decode_body(tokens, pos, k_cache, v_cache, params: Params):
@@ -263,11 +166,12 @@ def decode_body(tokens, pos, k_cache, v_cache, params: Params):
     n = tg.length()  # the true batch; tokens.shape[0] is the bucket
     rows, d = tokens.shape[0], params.emb.shape[1]
     x = tg.empty((rows, d), np.float32)
-    embed[grid_1d(rows * d)](tokens, pos, params.emb, params.wpe, n, x)
+    embed[grid_1d(rows * d)](tokens, pos, params.emb, params.wpe, x)
     for layer, p in enumerate(params.layers):
-        x = decoder_layer(x, layer, p, pos, n, k_cache, v_cache)
-    logits = ops.layer_norm(x, params.lnf_w, params.lnf_b, EPS) @ params.emb.T
-    argmax_rows[max(1, min(rows, 65535)), ARGMAX_THREADS](logits, n, tokens)
+        x = decoder_layer(x, p, pos, n, k_cache[layer], v_cache[layer])
+    h = ops.layer_norm(x, params.lnf_w, params.lnf_b, EPS)
+    logits = ops.linear(h, params.emb, transpose_w=True)  # tied: h @ emb.T
+    ops.argmax(logits, axis=-1, out=tokens)
     return logits
 
 
@@ -396,16 +300,17 @@ class EagerDecode:
     kernels, launch sizes and memory), launched one at a time by Numba on every step, with
     this step's pos and batch passed where the graph patches them. Like
     `_support.EagerPlan`, for a dynamic function. `tokens` must be bucket-sized (the real
-    rows first)."""
+    rows first); `step` is the compiled step (decode_step by default)."""
 
-    def __init__(self, tokens: Any, k_cache: Any, v_cache: Any, params: Params):
+    def __init__(self, tokens: Any, k_cache: Any, v_cache: Any, params: Params,
+                 step: Any = None):
         from tracegraph import pytree
         from tracegraph.ir import DEVICE_INPUT, EXTERNAL, View
         from tracegraph.ir.ops import ScalarArg
         from tracegraph.plan import input_bases, replay_table
         from tracegraph.signature import arguments
 
-        plan = decode_step.lower(tokens, 0, k_cache, v_cache, params)
+        plan = (step or decode_step).lower(tokens, 0, k_cache, v_cache, params)
         leaves, _, _ = pytree.flatten((tokens, 0, k_cache, v_cache, params))
         infos = [arguments.describe(a) for a in leaves]
         for inp in plan.inputs:  # the plan's leaves are these leaves (then the length)
@@ -446,7 +351,11 @@ class EagerDecode:
         for node in plan.nodes:
             op = node.op
             if node.kind == "kernel":
-                launcher = op.data.kernel[op.data.griddim, op.data.blockdim, 0, op.data.sharedmem]
+                # configured at each launch, as eager code does (the simulator's kernel[...]
+                # configures the kernel object itself: a second launcher of one kernel
+                # would change the first's grid)
+                launcher = functools.partial(_launch, op.data.kernel, (
+                    op.data.griddim, op.data.blockdim, 0, op.data.sharedmem))
                 args = tuple(arg(a) for a in op.data.args)
                 dynamic = tuple(k for k, a in enumerate(args) if isinstance(a, ScalarArg))
                 self._steps.append((launcher, args, dynamic))
@@ -475,6 +384,10 @@ class EagerDecode:
             if dynamic:
                 args = tuple(values[a.leaf] if k in dynamic else a for k, a in enumerate(args))
             launcher(*args)
+
+
+def _launch(kernel: Any, config: tuple, *args: Any) -> None:
+    kernel[config](*args)
 
 
 @cuda.jit
@@ -553,7 +466,7 @@ def torch_step(tp: Params, tokens: Any, pos: Any, k_cache: Any, v_cache: Any) ->
         h = F.layer_norm(x, (d,), p.ln1_w, p.ln1_b, EPS)
         q, k, v = torch.addmm(p.bqkv, h, p.wqkv).split(d, dim=1)
         q = q.reshape(rows, heads, 1, dh)
-        kc, vc = k_cache[:rows, layer], v_cache[:rows, layer]       # (rows, heads, T, dh)
+        kc, vc = k_cache[layer, :rows], v_cache[layer, :rows]       # (rows, heads, T, dh)
         if static:
             kc.index_copy_(2, pos, k.reshape(rows, heads, 1, dh))
             vc.index_copy_(2, pos, v.reshape(rows, heads, 1, dh))

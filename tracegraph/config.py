@@ -13,6 +13,7 @@ CUDA_PLATFORM = "TRACEGRAPH_CUDA_PLATFORM"  # "fake": the cuda backend on the CP
 MATMUL = "TRACEGRAPH_MATMUL"  # auto | cublas | kernel: what tracegraph.ops.matmul runs
 C_LAUNCH = "TRACEGRAPH_C_LAUNCH"  # 1 (default) | 0: replays launch through the C helper
 BATCH_NODES = "TRACEGRAPH_BATCH_NODES"  # 1 (default) | 0: kernel nodes made one call each
+FUSE = "TRACEGRAPH_FUSE"  # 0 (default) | 1: chains of elementwise ops become one kernel
 VERIFY = "TRACEGRAPH_VERIFY"  # N: every compiled function verifies every N-th call (1: all)
 
 
@@ -104,3 +105,10 @@ def configure_logging() -> None:
             handler = logging.StreamHandler()
             handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
             logger.addHandler(handler)
+
+
+def fusion() -> bool:
+    """Whether chains of elementwise tracegraph.ops become one kernel (passes/fusion.py):
+    TRACEGRAPH_FUSE=1. Off by default until a GPU run measures it faster, its first call
+    (a new kernel to compile per chain) included: scripts/measure_fusion.py."""
+    return os.environ.get(FUSE, "0").strip() == "1"

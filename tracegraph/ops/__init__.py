@@ -8,10 +8,13 @@ the optional `out=`. `tg.Array` operators (+ - * / @, unary -, abs, < <= > >=) c
   minimum less less_equal greater greater_equal equal not_equal negative abs exp log
   sqrt tanh sigmoid relu where clip copy astype
 - reductions (all elements or one axis): sum mean max min
-- linear algebra and nn: matmul linear softmax log_softmax layer_norm
+- linear algebra and nn: matmul linear softmax log_softmax layer_norm gelu
+  decode_attention argmax
 - layout and filling: transpose reshape broadcast_to fill full full_like ones_like
 """
 from .. import traced as _traced
+from .argmax import argmax
+from .attention import decode_attention
 from .elementwise import (
     abs,
     absolute,
@@ -22,6 +25,7 @@ from .elementwise import (
     divide,
     equal,
     exp,
+    gelu,
     greater,
     greater_equal,
     less,
@@ -39,14 +43,16 @@ from .elementwise import (
     tanh,
     where,
 )
-from .matmul import linear, matmul
+from .linear import linear
+from .matmul import matmul
 from .nn import layer_norm, log_softmax, softmax
 from .reduce import amax, amin, max, mean, min, sum
 from .shape import broadcast_to, fill, full, full_like, ones_like, reshape, transpose
 
 __all__ = [
-    "abs", "absolute", "add", "amax", "amin", "astype", "broadcast_to", "clip", "copy",
-    "divide", "equal", "exp", "fill", "full", "full_like", "greater", "greater_equal",
+    "abs", "absolute", "add", "amax", "amin", "argmax", "astype", "broadcast_to", "clip",
+    "copy", "decode_attention", "divide", "equal", "exp", "fill", "full", "full_like",
+    "gelu", "greater", "greater_equal",
     "layer_norm", "less", "less_equal", "linear", "log", "log_softmax", "matmul", "max", "maximum",
     "mean", "min", "minimum", "multiply", "negative", "not_equal", "ones_like", "relu",
     "reshape", "sigmoid", "softmax", "sqrt", "subtract", "sum", "tanh", "transpose", "where",

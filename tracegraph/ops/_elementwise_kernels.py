@@ -86,9 +86,15 @@ def _relu(v):
     return 0 if v < 0 else v
 
 
+@cuda.jit(device=True)
+def _gelu(v):
+    """GELU, the tanh approximation (GPT-2's; cuBLASLt's GELU epilogue)."""
+    return 0.5 * v * (1.0 + math.tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))
+
+
 _ENV = {"__name__": __name__, "cuda": cuda, "math": math, "_unravel": _unravel,
         "_max2": _max2, "_min2": _min2, "_exp": _exp, "_log": _log, "_sqrt": _sqrt,
-        "_sigmoid": _sigmoid, "_relu": _relu}
+        "_sigmoid": _sigmoid, "_relu": _relu, "_gelu": _gelu}
 
 # ---------------------------------------------------------------------------
 # templates: grid-stride loops over the output's elements
@@ -130,6 +136,7 @@ UNARY: dict[str, tuple[str, Callable, tuple]] = {
     "tanh": ("math.tanh(v)", np.tanh, B.NUMERIC),
     "sigmoid": ("_sigmoid(v)", np.exp, B.NUMERIC),
     "relu": ("_relu(v)", lambda x: np.maximum(x, 0), B.NUMERIC),
+    "gelu": ("_gelu(v)", np.tanh, B.NUMERIC),
     "copy": ("v", lambda x: x, B.SUPPORTED),
 }
 BINARY: dict[str, tuple[str, Callable, tuple]] = {
@@ -152,12 +159,11 @@ TERNARY: dict[str, tuple[str, Callable, tuple]] = {
 }
 
 KERNELS: dict[str, Any] = {}
-for _name, (_expr, *_rest) in UNARY.items():
-    KERNELS[_name] = access(B.make_kernel(_name, _UNARY, _ENV, expr=_expr),
-                            reads=["x"], writes=["out"])
-for _name, (_expr, *_rest) in BINARY.items():
-    KERNELS[_name] = access(B.make_kernel(_name, _BINARY, _ENV, expr=_expr),
-                            reads=["a", "b"], writes=["out"])
-for _name, (_expr, *_rest) in TERNARY.items():
-    KERNELS[_name] = access(B.make_kernel(_name, _TERNARY, _ENV, expr=_expr),
-                            reads=["a", "b", "c"], writes=["out"])
+# kernel -> (expression, operands): what fusion (ops/fused.py) reads of a launch
+EXPRESSIONS: dict[Any, tuple[str, int]] = {}
+for _table, _template, _params in ((UNARY, _UNARY, ["x"]), (BINARY, _BINARY, ["a", "b"]),
+                                   (TERNARY, _TERNARY, ["a", "b", "c"])):
+    for _name, (_expr, *_rest) in _table.items():
+        KERNELS[_name] = access(B.make_kernel(_name, _template, _ENV, expr=_expr),
+                                reads=_params, writes=["out"])
+        EXPRESSIONS[KERNELS[_name]] = (_expr, len(_params))

@@ -165,6 +165,12 @@ def relu(x: Any, *, out: Any = None) -> Array:
     return _unary("relu", x, out)
 
 
+def gelu(x: Any, *, out: Any = None) -> Array:
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): GELU's tanh approximation, as
+    GPT-2 and cuBLASLt's GELU epilogue compute it (integers give float64)."""
+    return _unary("gelu", x, out)
+
+
 def copy(x: Any, *, out: Any = None) -> Array:
     """A contiguous copy of x (any view), or x written into `out` (any view, any dtype
     of the same kind)."""

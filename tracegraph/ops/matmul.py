@@ -17,7 +17,7 @@ from .. import config
 from ..trace import access, empty, library
 from ..traced import Array
 from . import _base as B
-from .elementwise import add, copy, relu
+from .elementwise import copy
 
 # 16 x 16 = 256 threads on a GPU; the simulator runs a thread per Python thread, so it
 # gets small tiles (which also exercise the edge handling more)
@@ -163,89 +163,3 @@ def matmul(a: Any, b: Any, *, out: Any = None) -> Array:
     grid = (-(-n // TILE), min(-(-m // TILE), 65535), min(z, 65535))
     matmul_tiled[grid, (TILE, TILE)](a3, b3, out3, B.scalar_of(0, dtype))
     return result
-
-
-ACTIVATIONS = (None, "relu")
-
-
-def linear(x: Any, w: Any, bias: Any = None, *, activation: str | None = None,
-           out: Any = None) -> Array:
-    """activation(x @ w + bias) for a 2-D x (m, k), w (k, n) (NumPy's orientation, not
-    torch's (n, k) weight) and a 1-D bias (n,) or None; activation None or "relu".
-
-    Where cuBLAS is there (tracegraph.ops.matmul's engine), one cuBLASLt node whose
-    epilogue adds the bias and applies the activation; elsewhere matmul, then add and
-    relu in place on the result.
-    """
-    x = B.require_array("linear", x, "x")
-    w = B.require_array("linear", w, "w")
-    if activation not in ACTIVATIONS:
-        raise B.fail("linear", f"unknown activation {activation!r}",
-                     "pass activation=None or activation='relu'")
-    if x.ndim != 2 or w.ndim != 2:
-        raise B.fail("linear", f"x {tuple(x.shape)} and w {tuple(w.shape)} must both be 2-D",
-                     "reshape leading batch dimensions into the rows of x")
-    if bias is not None:
-        bias = B.require_array("linear", bias, "bias")
-        if bias.ndim != 1 or bias.shape[0] != w.shape[1]:
-            raise B.fail("linear", f"bias {tuple(bias.shape)} is not a vector of the "
-                         f"{w.shape[1]} columns of w", "pass a 1-D bias of w.shape[1] elements")
-    if x.shape[1] != w.shape[0]:  # matmul would say so too, naming matmul
-        raise B.fail("linear", f"x {tuple(x.shape)} and w {tuple(w.shape)} are not aligned",
-                     "x.shape[1] must equal w.shape[0]")
-    dtype = np.result_type(x.dtype, w.dtype, *(() if bias is None else (bias.dtype,)))
-    if out is not None:
-        given = B.require_array("linear", out, "out")
-        if tuple(given.shape) != (x.shape[0], w.shape[1]):
-            raise B.fail("linear", f"out has shape {tuple(given.shape)}, not the "
-                         f"{(x.shape[0], w.shape[1])} of x @ w", "pass out of that shape")
-        B.out_array("linear", given, tuple(given.shape), dtype)  # dtype, distinct elements
-        if B.must_copy(bias, given, in_place=False):
-            bias = copy(bias)
-    B.combines("linear", x, x.shape[1])
-    if _cublaslt_linear(x, w, bias, activation == "relu", out):
-        return out
-    result = matmul(x, w, out=out)
-    if bias is not None:
-        # a bias of a wider dtype widens a new result, as NumPy's x @ w + b
-        result = add(result, bias, out=result if out is not None or result.dtype == dtype
-                     else None)
-    if activation == "relu":
-        relu(result, out=result)
-    return result
-
-
-def _cublaslt_linear(x: Array, w: Array, bias: Array | None, use_relu: bool, out: Any) -> bool:
-    """out = act(x @ w + bias) as one cuBLASLt node, where the engine, dtypes and layouts
-    allow (only into a given out: a new result goes through matmul's own out)."""
-    from ..backends.cuda import cublas
-    if out is None or not _cublas_engine():
-        return False
-    result = B.require_array("linear", out, "out")
-    dtype = np.dtype(result.dtype)
-    item = dtype.itemsize
-    if dtype != np.float32 or x.dtype != dtype or w.dtype != dtype or \
-            (bias is not None and (bias.dtype != dtype or bias.strides[0] != item)):
-        return False
-    if tuple(result.shape) != (x.shape[0], w.shape[1]) or B.overlaps(x, result) or \
-            B.overlaps(w, result) or result.size == 0:
-        return False
-    operands = _cublas_operands(x, w, result)
-    if operands is None:
-        return False
-    ox, ow, oc = operands
-    m, k = x.shape
-    n = w.shape[1]
-    workspace = empty((cublas.WORKSPACE_BYTES,), np.uint8)
-    fn = cublas.gemm_epilogue(m, n, k, ox, ow, oc.ld, dtype, bias is not None, use_relu)
-    arrays = (x, w, result) + ((bias,) if bias is not None else ()) + (workspace,)
-    reads = [x, w] + ([bias] if bias is not None else [])
-
-    def sim(*a: np.ndarray) -> None:
-        r = np.matmul(a[0], a[1])
-        if bias is not None:
-            r += a[3]
-        a[2][...] = np.maximum(r, 0) if use_relu else r
-    library(fn, *arrays, reads=reads, writes=[result, workspace], sim=sim,
-            name="cublaslt_linear")
-    return True

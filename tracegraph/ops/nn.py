@@ -1,7 +1,10 @@
 """Neural-network ops over one axis: softmax, log_softmax (any axis) and layer_norm (last).
 
-A block handles one row (one position of the other axes): its threads stride over the
-row, and block-wide max/sum reductions go through shared memory. Rows of any length.
+A group of threads handles one row (one position of the other axes): a warp for rows of
+up to about 128 elements, up to a block of 256 threads for longer ones, several rows a
+block when rows are short (`_warp.row_groups`). Its threads stride over the row; the
+max/sum reductions go through warp shuffles, then the group's warps through shared
+memory (_warp.py). Rows of any length.
 """
 from __future__ import annotations
 
@@ -14,73 +17,47 @@ from numba import cuda
 from ..trace import access, empty
 from ..traced import Array
 from . import _base as B
-from ._elementwise_kernels import _max2
+from . import _warp as W
 from .elementwise import copy
 from .reduce import _as_3d, _fold
 
 MAX_BLOCK = B.MAX_BLOCK
 
-
-@cuda.jit(device=True)
-def _block_sum(smem, v):
-    """The sum of `v` over the block's threads (blockDim.x a power of two)."""
-    tid = cuda.threadIdx.x
-    smem[tid] = v
-    cuda.syncthreads()
-    s = cuda.blockDim.x // 2
-    while s > 0:
-        if tid < s:
-            smem[tid] += smem[tid + s]
-        cuda.syncthreads()
-        s //= 2
-    r = smem[0]
-    cuda.syncthreads()
-    return r
-
-
-@cuda.jit(device=True)
-def _block_max(smem, v):
-    """The maximum of `v` over the block's threads (NaN wins)."""
-    tid = cuda.threadIdx.x
-    smem[tid] = v
-    cuda.syncthreads()
-    s = cuda.blockDim.x // 2
-    while s > 0:
-        if tid < s:
-            smem[tid] = _max2(smem[tid], smem[tid + s])
-        cuda.syncthreads()
-        s //= 2
-    r = smem[0]
-    cuda.syncthreads()
-    return r
-
-
 _SOFTMAX = '''
-def {name}(x, out, ninf, zero):
-    """Along axis 1 of 3-D views x, out (outer, n, inner): one block per row."""
-    smem = cuda.shared.array(MAX_BLOCK, out.dtype)
+def {name}(x, out, ninf, zero, group):
+    """Along axis 1 of 3-D views x, out (outer, n, inner): a group of threads per row."""
+    scratch = cuda.shared.array(MAX_BLOCK, out.dtype)
+    partials = cuda.shared.array(MAX_WARPS, out.dtype)
     tid = cuda.threadIdx.x
-    nt = cuda.blockDim.x
+    t = tid % group
+    per_block = cuda.blockDim.x // group
     n_outer = x.shape[0]
     n = x.shape[1]
     n_inner = x.shape[2]
-    for job in range(cuda.blockIdx.x, n_outer * n_inner, cuda.gridDim.x):
+    jobs = n_outer * n_inner
+    for first in range(cuda.blockIdx.x * per_block, jobs, cuda.gridDim.x * per_block):
+        job = first + tid // group
         m = job // n_inner
         k = job - m * n_inner
+        here = job < jobs
         mx = ninf
-        for j in range(tid, n, nt):
-            mx = _max2(mx, x[m, j, k])
-        mx = _block_max(smem, mx)
+        if here:
+            for j in range(t, n, group):
+                mx = _max2(mx, x[m, j, k])
+        mx = group_max(mx, group, scratch, partials)
         s = zero
-        for j in range(tid, n, nt):
-            s += math.exp(x[m, j, k] - mx)
-        s = _block_sum(smem, s)
-        for j in range(tid, n, nt):
-            out[m, j, k] = {result}
+        if here:
+            for j in range(t, n, group):
+                s += math.exp(x[m, j, k] - mx)
+        s = group_sum(s, group, scratch, partials)
+        if here:
+            for j in range(t, n, group):
+                out[m, j, k] = {result}
 '''
 
 _ENV = {"__name__": __name__, "cuda": cuda, "math": math, "MAX_BLOCK": B.MAX_BLOCK,
-        "_max2": _max2, "_block_max": _block_max, "_block_sum": _block_sum}
+        "MAX_WARPS": B.MAX_BLOCK // W.WARP, "_max2": W._max2, "group_max": W.group_max,
+        "group_sum": W.group_sum}
 
 softmax_rows = access(B.make_kernel("softmax", _SOFTMAX, _ENV,
                                     result="math.exp(x[m, j, k] - mx) / s"),
@@ -89,36 +66,43 @@ log_softmax_rows = access(B.make_kernel("log_softmax", _SOFTMAX, _ENV,
                                         result="x[m, j, k] - mx - math.log(s)"),
                           reads=["x"], writes=["out"])
 
-
-@cuda.jit
-def layer_norm_rows(x, w, b, flags, inv_n, eps, zero, out):
+_LAYER_NORM = '''
+def {name}(x, w, b, flags, inv_n, eps, zero, group, out):
     """Normalize rows of 2-D views x, out (rows, n); scale by w[n], shift by b[n] when
-    flags has bit 1, bit 2. One block per row; biased variance, like PyTorch."""
-    smem = cuda.shared.array(MAX_BLOCK, out.dtype)
+    flags has bit 1, bit 2. A group of threads per row; biased variance, like PyTorch."""
+    scratch = cuda.shared.array(MAX_BLOCK, out.dtype)
+    partials = cuda.shared.array(MAX_WARPS, out.dtype)
     tid = cuda.threadIdx.x
-    nt = cuda.blockDim.x
+    t = tid % group
+    per_block = cuda.blockDim.x // group
     rows = x.shape[0]
     n = x.shape[1]
-    for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+    for first in range(cuda.blockIdx.x * per_block, rows, cuda.gridDim.x * per_block):
+        r = first + tid // group
+        here = r < rows
         s = zero
-        for j in range(tid, n, nt):
-            s += x[r, j]
-        mean = _block_sum(smem, s) * inv_n
+        if here:
+            for j in range(t, n, group):
+                s += x[r, j]
+        mean = group_sum(s, group, scratch, partials) * inv_n
         q = zero
-        for j in range(tid, n, nt):
-            d = x[r, j] - mean
-            q += d * d
-        sd = math.sqrt(_block_sum(smem, q) * inv_n + eps)
-        for j in range(tid, n, nt):
-            y = (x[r, j] - mean) / sd
-            if flags & 1:
-                y = y * w[j]
-            if flags & 2:
-                y = y + b[j]
-            out[r, j] = y
+        if here:
+            for j in range(t, n, group):
+                d = x[r, j] - mean
+                q += d * d
+        sd = math.sqrt(group_sum(q, group, scratch, partials) * inv_n + eps)
+        if here:
+            for j in range(t, n, group):
+                y = (x[r, j] - mean) / sd
+                if flags & 1:
+                    y = y * w[j]
+                if flags & 2:
+                    y = y + b[j]
+                out[r, j] = y
+'''
 
-
-access(layer_norm_rows, reads=["x", "w", "b"], writes=["out"])
+layer_norm_rows = access(B.make_kernel("layer_norm", _LAYER_NORM, _ENV),
+                         reads=["x", "w", "b"], writes=["out"])
 
 
 def _softmax(op: str, kernel: Any, x: Any, axis: Any, out: Any) -> Array:
@@ -145,8 +129,8 @@ def _softmax(op: str, kernel: Any, x: Any, axis: Any, out: Any) -> Array:
     assert outer is not None and inner is not None  # a new array always folds
     (_, so), (_, sk) = outer, inner
     out3 = B.view(target, (m, n, k), (so, target.strides[axis], sk))
-    kernel[B.grid_for(m * k), B.block_for(n)](x3, out3, B.scalar_of(-math.inf, dtype),
-                                              B.scalar_of(0, dtype))
+    group, block, grid = W.row_groups(n, m * k)
+    kernel[grid, block](x3, out3, B.scalar_of(-math.inf, dtype), B.scalar_of(0, dtype), group)
     if target is not result:
         copy(target, out=result)
     return result
@@ -202,9 +186,10 @@ def layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5, 
     flags = (1 if params[0] is not None else 0) | (2 if params[1] is not None else 0)
     w = params[0] if params[0] is not None else placeholder
     b = params[1] if params[1] is not None else placeholder
-    layer_norm_rows[B.grid_for(rows), B.block_for(n)](
+    group, block, grid = W.row_groups(n, rows)
+    layer_norm_rows[grid, block](
         x2, w, b, flags, B.scalar_of(1.0 / n, dtype), B.scalar_of(eps, dtype),
-        B.scalar_of(0, dtype), out2)
+        B.scalar_of(0, dtype), group, out2)
     if target is not result:
         copy(target, out=result)
     return result

@@ -11,15 +11,21 @@ from .dependencies import (
     primary_hazard,
     transitive_reduction,
 )
+from .fusion import fuse_elementwise
 from .memory import plan_memory
 
 PASSES = (add_dependencies, order_host_callbacks, transitive_reduction, find_lanes, plan_memory)
 
 
 def run_passes(program: Program, *, check: bool = False) -> Program:
-    """All passes in order; with `check`, verify() after each (tests turn this on). The
-    bodies of control-flow ops get the same passes first (memory is planned for the whole
-    graph only: a construct counts as one use of everything its bodies touch)."""
+    """All passes in order; with `check`, verify() after each (tests turn this on). First
+    elementwise fusion, on the function's own ops only (a body's intermediates are also
+    used by later iterations). The bodies of control-flow ops get the other passes first
+    (memory is planned for the whole graph only: a construct counts as one use of
+    everything its bodies touch)."""
+    program = fuse_elementwise(program)
+    if check:
+        verify(program)
     program = _passes_in_bodies(program, check)
     for p in PASSES:
         program = p(program)
@@ -55,6 +61,7 @@ __all__ = [
     "PASSES",
     "add_dependencies",
     "find_lanes",
+    "fuse_elementwise",
     "order_host_callbacks",
     "plan_memory",
     "primary_hazard",

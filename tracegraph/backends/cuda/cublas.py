@@ -97,38 +97,47 @@ def _handle(library: str = "cublas") -> Any:
 
 
 def gemm_epilogue(m: int, n: int, k: int, a: Operand, b: Operand, ldc: int, dtype: np.dtype,
-                  bias: bool, relu: bool) -> Callable[..., None]:
-    """fn(stream, A, B, C, [bias,] workspace) enqueueing C = act(A @ B + bias) (row-major)
-    as one cuBLASLt matmul whose epilogue adds the bias (of length n) and applies ReLU.
+                  bias: bool, activation: str | None,
+                  residual_ld: int | None = None) -> Callable[..., None]:
+    """fn(stream, A, B, D, [bias,] [residual,] workspace) enqueueing
+    D = act(A @ B + bias + residual) (row-major) as one cuBLASLt matmul: the residual is
+    cuBLASLt's C (beta = 1, its own leading dimension; it may be D itself), the bias (of
+    length n) and the activation ("relu" or "gelu", the tanh approximation) its epilogue.
 
-    In cuBLAS's column-major terms C^T (n x m) = B^T A^T: the bias runs along C^T's rows,
+    In cuBLAS's column-major terms D^T (n x m) = B^T A^T: the bias runs along D^T's rows,
     which is what cuBLASLt's bias epilogue broadcasts. The descriptors and the algorithm
     are made on the first (uncaptured) call; each call sets only the bias pointer.
     """
     dtype = np.dtype(dtype)
-    one, zero = _ONE[dtype], _ZERO[dtype]
+    one = _ONE[dtype]
+    beta = _ONE[dtype] if residual_ld is not None else _ZERO[dtype]
     state: dict[str, Any] = {}  # desc, layouts, found (the algorithm), keep (what they point at)
 
     def cublaslt_gemm(stream: Any, *arrays: Any) -> None:
         from nvmath.bindings import cublasLt as L
         if not state:
-            state.update(_lt_plan(m, n, k, a, b, ldc, dtype, bias, relu))
-        A_, B_, C_ = arrays[:3]
+            state.update(_lt_plan(m, n, k, a, b, ldc, dtype, bias, activation, residual_ld))
+        A_, B_, D_ = arrays[:3]
         workspace = arrays[-1]
         if bias:
             state["keep"][3][0] = _ptr(arrays[3])
             L.matmul_desc_set_attribute(state["desc"], L.MatmulDescAttribute.BIAS_POINTER,
                                         state["keep"][3].ctypes.data, 8)
-        la, lb, lc = state["layouts"]
-        c = _ptr(C_)
+        la, lb, lc, ld = state["layouts"]
+        d = _ptr(D_)
+        c = _ptr(arrays[4 if bias else 3]) if residual_ld is not None else d
         L.matmul(_handle("cublasLt"), state["desc"], one.ctypes.data, _ptr(B_), la, _ptr(A_), lb,
-                 zero.ctypes.data, c, lc, c, lc, state["found"].ctypes.data, _ptr(workspace),
+                 beta.ctypes.data, c, lc, d, ld, state["found"].ctypes.data, _ptr(workspace),
                  WORKSPACE_BYTES, int(stream.handle))
     return cublaslt_gemm
 
 
+_EPILOGUES = {(False, None): "DEFAULT", (True, None): "BIAS", (False, "relu"): "RELU",
+              (True, "relu"): "RELU_BIAS", (False, "gelu"): "GELU", (True, "gelu"): "GELU_BIAS"}
+
+
 def _lt_plan(m: int, n: int, k: int, a: Operand, b: Operand, ldc: int, dtype: np.dtype,
-             bias: bool, relu: bool) -> dict[str, Any]:
+             bias: bool, activation: str | None, residual_ld: int | None) -> dict[str, Any]:
     """cuBLASLt's descriptors, layouts and chosen algorithm for one product (the arrays
     their attributes point at are kept with them)."""
     from nvmath.bindings import cublas
@@ -137,8 +146,7 @@ def _lt_plan(m: int, n: int, k: int, a: Operand, b: Operand, ldc: int, dtype: np
     compute = cublas.ComputeType.COMPUTE_32F if dtype == np.float32 else \
         cublas.ComputeType.COMPUTE_64F
     desc = L.matmul_desc_create(int(compute), real)
-    epilogue = (L.Epilogue.RELU_BIAS if relu else L.Epilogue.BIAS) if bias else \
-        (L.Epilogue.RELU if relu else L.Epilogue.DEFAULT)
+    epilogue = L.Epilogue[_EPILOGUES[bool(bias), activation]]
     keep: list[np.ndarray] = [np.array([b.trans], np.int32), np.array([a.trans], np.int32),
                               np.array([int(epilogue)], np.uint32), np.zeros(1, np.int64),
                               np.array([WORKSPACE_BYTES], np.uint64)]
@@ -149,16 +157,18 @@ def _lt_plan(m: int, n: int, k: int, a: Operand, b: Operand, ldc: int, dtype: np
     # cuBLASLt's A is B^T (n x k) and its B is A^T (k x m), each as stored
     la = L.matrix_layout_create(real, *((n, k) if b.trans == 0 else (k, n)), b.ld)
     lb = L.matrix_layout_create(real, *((k, m) if a.trans == 0 else (m, k)), a.ld)
-    lc = L.matrix_layout_create(real, n, m, ldc)
+    ld = L.matrix_layout_create(real, n, m, ldc)
+    lc = ld if residual_ld is None else L.matrix_layout_create(real, n, m, residual_ld)
     pref = L.matmul_preference_create()
     L.matmul_preference_set_attribute(pref, L.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES,
                                       keep[4].ctypes.data, 8)
     found = np.zeros(1, L.matmul_heuristic_result_dtype)
     count = np.zeros(1, np.int32)
-    L.matmul_algo_get_heuristic(_handle("cublasLt"), desc, la, lb, lc, lc, pref, 1,
+    L.matmul_algo_get_heuristic(_handle("cublasLt"), desc, la, lb, lc, ld, pref, 1,
                                 found.ctypes.data, count.ctypes.data)
     if count[0] < 1:
         raise RuntimeError(f"cuBLASLt has no algorithm for a {m}x{k} @ {k}x{n} "
                            f"{dtype} product with epilogue {epilogue.name}")
-    return {"desc": desc, "layouts": (la, lb, lc), "pref": pref, "found": found, "keep": keep}
+    return {"desc": desc, "layouts": (la, lb, lc, ld), "pref": pref, "found": found,
+            "keep": keep}
 
