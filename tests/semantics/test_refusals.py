@@ -53,7 +53,7 @@ def test_an_object_dtype_graph_array_is_refused(backend):
         tg.compile(step, backend=backend)(np.zeros(N))
 
 
-@pytest.mark.parametrize("call", ["copy_to_host", "reduce", "pinned", "element", "setitem"])
+@pytest.mark.parametrize("call", ["copy_to_host", "reduce", "pinned", "element"])
 def test_host_side_numba_calls_that_cannot_be_graphed_are_trace_errors(backend, call):
     captured = cuda.to_device(np.ones(N))
     total = cuda.reduce(lambda a, b: a + b)
@@ -75,14 +75,6 @@ def test_host_side_numba_calls_that_cannot_be_graphed_are_trace_errors(backend, 
     with pytest.raises(tg.TraceError) as e:
         tg.compile(step, backend=backend)(cuda.to_device(np.zeros(N)))
     assert e.value.where.startswith(__file__) and e.value.fix
-
-
-def test_a_parameter_named_stream_is_refused_at_the_decorator():
-    with pytest.raises(tg.TraceError, match="stream") as e:
-        @tg.compile
-        def step(x, stream):
-            return x
-    assert e.value.where.startswith(__file__)
 
 
 def test_a_raising_callback_is_a_tracegraph_error(backend):

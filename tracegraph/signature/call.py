@@ -196,8 +196,10 @@ class CallAnalyzer:
                                      where=user_location(6),
                                      fix="pass an integer in [-2**63, 2**64)")
             return ("dynamic scalar", type(leaf))
-        if not hashable(leaf):  # an object compared by its fields (a SimpleNamespace): by
-            return (type(leaf), "object", Same(leaf))  # identity, as other objects are
+        if type(leaf).__module__ != "builtins" and not hashable(leaf):
+            # an object compared by its fields (a SimpleNamespace, an argparse.Namespace):
+            # by identity, as other objects are (a set or a bytearray is refused below)
+            return (type(leaf), "object", Same(leaf))
         return static_key(leaf)
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple[list, list, Any, tuple]:
