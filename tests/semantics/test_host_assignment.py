@@ -51,7 +51,7 @@ def test_scalar_fill_converts_as_numba(backend, dtype, value):
 
     def step(x):
         y = cuda.device_array((2, N), dtype)
-        y[...] = 3
+        y[:, :] = 3  # (numba-cuda's own setitem refuses an Ellipsis key on a GPU)
         y[0] = value
         y[1, 1::3] = value
         return y
@@ -103,7 +103,7 @@ def test_device_sources_whole_sliced_broadcast_and_captured(backend, monkeypatch
 def test_host_sources(backend, monkeypatch):
     def step(x):
         y = cuda.device_array((3, N), np.float32)
-        y[...] = x                    # a device row broadcast
+        y[:, :] = x                   # a device row broadcast
         y[0, :4] = HOST_VALUES        # a captured host array, copied in on every call
         y[1] = np.arange(N)           # int64 values made here, converted on the device
         y[2, 1:4] = [1.5, 2.5, 3.5]   # a list

@@ -222,7 +222,7 @@ def test_bad_launch_dimensions_raise_an_error_at_the_launch():
         return x
 
     # refused where the launch is traced (tests/semantics/test_launch_config.py)
-    with pytest.raises(tg.TraceError, match=r"iscale\[1, 2048\] has block x = 2048") as e:
+    with pytest.raises(tg.TraceError, match=r"iscale\[.*2048.*\] has block x = 2048") as e:
         f.lower(_dev())
     assert e.value.where.endswith(f"test_lower.py:{f.__wrapped__.__code__.co_firstlineno + 2}")
     assert "1,024" in e.value.fix
