@@ -280,7 +280,9 @@ class Config:
         torch = self._torch()
         if not hasattr(self, "graphs"):
             buckets = sorted({self.D.bucket_of(b) for b in self.s["batches"]})
-            with torch.inference_mode():
+            # (no_grad, not inference_mode: the recorded graphs' buffers are updated in
+            # place by every step, outside any inference_mode block)
+            with torch.no_grad():
                 self.graphs = self.D.TorchGraphs(self.tp, self.tk, self.tv, buckets)
         graphs = self.graphs
         first = torch.as_tensor(self.first[batch], device="cuda")
