@@ -12,7 +12,7 @@ from . import _numba, backends, config, device_memory, dynamic, streams
 from .backends import MISS
 from .cache import CacheInfo, Compiled, GraphCache
 from .collector import collection_paused
-from .contract import Contract, check_same
+from .contract import Contract, check_same, state_of, verify_every, without_state
 from .errors import SignatureError, StaleGraphError, TraceError
 from .ir import Program
 from .location import warn
@@ -68,7 +68,7 @@ class CompiledFunction:
         self._hot: Any = None  # the executable the last plain call ran (replay_same)
         self._retraces = 0  # traces because a checked name or key() changed
         self._compiles = 0
-        self._verify = _verify_every(verify)
+        self._verify = verify_every(verify)
         self._calls_seen = 0  # calls since the last verify= trace
         self._hits = self._cache.stats.hits
         functools.update_wrapper(self, fn)
@@ -144,7 +144,7 @@ class CompiledFunction:
                            arm=args if plain else None,
                            state=self._contract.state(args, kwargs, call.leaves))
         if self._compiles != compiles:
-            self._warn_kept(args, kwargs)
+            self._contract.say_after_trace(args, kwargs, first=self._compiles == 1)
         return result
 
     def trace(self, *args: Any, **kwargs: Any) -> Program:
@@ -263,13 +263,13 @@ class CompiledFunction:
     def _retraced(self, call: Call) -> None:
         """Log a trace for a checked name or key() that changed; say what to do once it
         has happened RETRACES times."""
-        state = _state_of(call.key)
+        state = state_of(call.key)
         if not state:
             return
         same = [e for e in self._cache.entries.values() if e.key[1:] == call.key[1:]]
         if not same:
             return
-        changes = self._contract.changes(_state_of(same[-1].key), state)
+        changes = self._contract.changes(state_of(same[-1].key), state)
         log.info("%s: traced again: %s", self.__qualname__, "; ".join(changes))
         self._retraces += 1
         if self._retraces == RETRACES and changes:
@@ -279,28 +279,6 @@ class CompiledFunction:
                 "builds a graph. Pass values that change between calls as arguments "
                 "(dynamic={...} for numbers), and keep state the function sets itself "
                 "outside it")
-
-    def _warn_kept(self, args: tuple, kwargs: dict) -> None:
-        """After a trace: state the function reads and sets itself (not checked: its Python
-        runs only when it traces), once; a name holding an array the trace made (weights
-        created lazily on the first call: `self.w = cuda.to_device(...)`): only a stand-in
-        is kept there."""
-        if self._contract.kept and self._compiles == 1:
-            names = ", ".join(c.describe() for c in self._contract.kept[:3])
-            warn(
-                f"the traced function {self.__qualname__} sets {names}, which it also reads: "
-                "its Python runs only when it traces, so replays neither change it nor see "
-                "its new value (the graph keeps what the trace read). Keep such state "
-                "outside the function and pass it in (an argument, dynamic= for a number), "
-                "or declare it with key=")
-        kept = self._contract.kept_stand_ins(args, kwargs)
-        if kept:
-            warn(
-                f"tracegraph: {self.__qualname__} keeps an array it made while tracing in "
-                f"{', '.join(kept[:3])}: what is kept there is a stand-in for the graph's own "
-                "memory, not a device array, so the next trace or an eager call fails on it. "
-                "Make such arrays before the first call (in __init__, or by calling the "
-                "function once without tracegraph), or return them")
 
     def _for_captured(self, entry: Compiled, call: Call, *, compile_missing: bool) -> Any:
         """The graph compiled for how this call's device inputs overlap the captured
@@ -386,16 +364,16 @@ class CompiledFunction:
             return SignatureError(f"{name}.replay() was called before anything was compiled",
                                   where=where, fix=f"call {name}(...) once to trace and compile")
         device_of(call, name, user_location(4))  # arrays on two GPUs: that error
-        bare = call.with_key(_without_state(call.key))
+        bare = call.with_key(without_state(call.key))
         best = min(self._cache.entries.values(),
-                   key=lambda e: distance(_without_state(e.key), bare.key))
-        diffs = device_diffs(_without_state(best.key), bare) or \
-            order_diffs(_without_state(best.key), bare, self._calls.positional_names) or \
+                   key=lambda e: distance(without_state(e.key), bare.key))
+        diffs = device_diffs(without_state(best.key), bare) or \
+            order_diffs(without_state(best.key), bare, self._calls.positional_names) or \
             describe_mismatch(best.program, bare, self._calls.positional_names)
         if best.key == call.key and best.captured:  # same arguments, other captured overlap
             diffs = [_overlap_said(best.program, call)]
-        elif best.key[1:] == call.key[1:] and _state_of(call.key):  # other Python state
-            diffs = self._contract.changes(_state_of(best.key), _state_of(call.key))
+        elif best.key[1:] == call.key[1:] and state_of(call.key):  # other Python state
+            diffs = self._contract.changes(state_of(best.key), state_of(call.key))
         known = len(self._cache)
         return SignatureError(f"{name}.replay() got arguments that match none of its {known} "
                               f"compiled signature(s): " + "; ".join(diffs),
@@ -437,32 +415,6 @@ def _same_objects(args: tuple, leaves: list) -> bool:
     """The leaves are these very arguments, whose metadata can never change."""
     return len(args) == len(leaves) and all(
         a is leaf and has_fixed_metadata(a) for a, leaf in zip(args, leaves))
-
-
-def _state_of(key: tuple) -> tuple:
-    """The checked state a cache key holds (contract/: first in the key), or ()."""
-    first = key[0] if key else None
-    return first[1] if type(first) is tuple and first[:1] == ("state",) else ()
-
-
-def _without_state(key: tuple) -> tuple:
-    """A cache key as the signature alone makes it."""
-    return key[1:] if _state_of(key) else key
-
-
-def _verify_every(verify: bool | int | None) -> int:
-    """verify= as "every N-th call" (0: never); None takes TRACEGRAPH_VERIFY."""
-    if verify is None:
-        return config.verify_every()
-    if verify is True:
-        return 1
-    if verify is False:
-        return 0
-    if not isinstance(verify, int) or verify < 0:
-        raise TraceError(f"verify={verify!r} is neither True, False nor a count of calls",
-                         where=user_location(4),
-                         fix="pass verify=True (every call) or verify=N (every N-th call)")
-    return verify
 
 
 def _overlap_said(program: Any, call: Any) -> str:

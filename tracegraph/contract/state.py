@@ -178,6 +178,27 @@ class Contract:
                                              (*self._starts, *self._kept_starts))
                 if s is not None and isinstance(self._find(c, s, named)[0], Array)]
 
+    def say_after_trace(self, args: tuple, kwargs: dict, first: bool) -> None:
+        """After a trace: state the function reads and sets itself (not checked: its Python
+        runs only when it traces), at the first trace; a name holding an array the trace
+        made (weights created lazily: `self.w = cuda.to_device(...)`): only a stand-in is
+        kept there."""
+        from ..location import warn
+        if self.kept and first:
+            names = ", ".join(c.describe() for c in self.kept[:3])
+            warn(f"the traced function {self.qualname} sets {names}, which it also reads: "
+                 "its Python runs only when it traces, so replays neither change it nor see "
+                 "its new value (the graph keeps what the trace read). Keep such state "
+                 "outside the function and pass it in (an argument, dynamic= for a number), "
+                 "or declare it with key=")
+        kept = self.kept_stand_ins(args, kwargs)
+        if kept:
+            warn(f"tracegraph: {self.qualname} keeps an array it made while tracing in "
+                 f"{', '.join(kept[:3])}: what is kept there is a stand-in for the graph's "
+                 "own memory, not a device array, so the next trace or an eager call fails "
+                 "on it. Make such arrays before the first call (in __init__, or by calling "
+                 "the function once without tracegraph), or return them")
+
     # -- helpers ----------------------------------------------------------------------
     def _arguments(self, args: tuple, kwargs: dict) -> dict[str, Any]:
         if not kwargs and len(args) <= len(self._positional):
@@ -212,6 +233,17 @@ class Contract:
 
 
 _MISSING = object()
+
+
+def state_of(key: tuple) -> tuple:
+    """The checked state a cache key holds (first in the key, api.py), or ()."""
+    first = key[0] if key else None
+    return first[1] if type(first) is tuple and first[:1] == ("state",) else ()
+
+
+def without_state(key: tuple) -> tuple:
+    """A cache key as the signature alone makes it."""
+    return key[1:] if state_of(key) else key
 
 
 def holds(checks: tuple, args: tuple) -> bool:

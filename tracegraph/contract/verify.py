@@ -10,9 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _numba
-from ..errors import StaleGraphError
+from .. import _numba, config
+from ..errors import StaleGraphError, TraceError
 from ..ir import Buffer, BufferKind, Launch, Op, OpKind, Program, args_key
+from ..location import user_location
 
 
 def check_same(then: Program, now: Program, qualname: str) -> None:
@@ -29,6 +30,21 @@ def check_same(then: Program, now: Program, qualname: str) -> None:
         fix="declare the Python state it depends on with tg.compile(key=lambda: ...), or "
             "pass it to the function as an argument (a value that changes on every call: "
             "dynamic=); the stale graph is dropped, so the next call traces again")
+
+
+def verify_every(verify: bool | int | None) -> int:
+    """verify= as "every N-th call" (0: never); None takes TRACEGRAPH_VERIFY."""
+    if verify is None:
+        return config.verify_every()
+    if verify is True:
+        return 1
+    if verify is False:
+        return 0
+    if not isinstance(verify, int) or verify < 0:
+        raise TraceError(f"verify={verify!r} is neither True, False nor a count of calls",
+                         where=user_location(4),
+                         fix="pass verify=True (every call) or verify=N (every N-th call)")
+    return verify
 
 
 Found = tuple[str, str, str, str] | None  # (user's line, what differs, then, now)
