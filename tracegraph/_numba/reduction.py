@@ -52,7 +52,6 @@ def hook_reduce(cuda: Any) -> None:
                          "that the reduction writes out[0] of on the device")
         if not api.is_device(arr):
             arr = api.copy_in(arr)  # eagerly: a host array copied in at each launch
-        tracer.launched_by(self)
         kernel = self._compile(arr.dtype)
         if kernel not in _stand_ins:
             _stand_ins[kernel] = _simulator_kernel(self._functor)
@@ -75,7 +74,6 @@ def _simulator_reduce(cuda: Any, numba_reduce: type) -> None:
             tracer = current_tracer()
             if tracer is None:
                 return eager(*args, **kwargs)
-            tracer.launched_by(reduce_wrapper)
             return kernels(*args, **kwargs)
         return reduce_wrapper
 

@@ -34,7 +34,6 @@ def install_ufunc_hooks() -> None:
     def __call__(self: Any, *args: Any, **kws: Any) -> Any:
         if current_tracer() is None:
             return call(self, *args, **kws)
-        current_tracer().launched_by(self)
         return _traced_mechanism().call_traced(self.__name__, self.functions, args, kws)
 
     def reduce_(self: Any, *args: Any, **kws: Any) -> Any:
@@ -61,7 +60,6 @@ def _hook_gufuncs(v: Any) -> None:
         tracer = current_tracer()
         if tracer is None:
             return steps(self)
-        tracer.launched_by(self)
         return _traced_steps()
 
     def _broadcast_scalar_input(self: Any, ary: Any, shape: Any) -> Any:

@@ -71,9 +71,6 @@ class Tracer:
         self.given_names: set[int] = set()  # buffers made with name= (buffer_names.py)
         self.result_paths: list[str] = []  # the results' paths, once bound
         self.numba_api = HostAPI(self)  # Numba's host API called while tracing
-        # objects that launched kernels of their own (CUDA ufuncs, cuda.reduce): guarded
-        # by identity, as the kernels the function names are
-        self.launchers: dict[int, Any] = {}
 
     def new_buffer(self, nbytes: int, kind: BufferKind, name: str = "", *,
                    input_index: int | None = None,
@@ -164,9 +161,6 @@ class Tracer:
     def check_configuration(self, kernel: Any, griddim: Any, blockdim: Any) -> None:
         """What Numba's kernel[griddim, blockdim] refuses, as a TraceError at that line."""
         check_numba_form(_numba.kernel_name(kernel), griddim, blockdim, user_location(3))
-    def launched_by(self, obj: Any) -> None:
-        """`obj` (a CUDA ufunc, a cuda.reduce object) launches kernels it made itself."""
-        self.launchers.setdefault(id(obj), obj)
 
     def _captured_accesses(self, found: tuple, kernel: str, where: str) -> tuple[Access, ...]:
         """Accesses to the device arrays a kernel names as globals or closure variables:
