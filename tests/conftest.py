@@ -24,8 +24,8 @@ if "NUMBA_ENABLE_CUDASIM" not in os.environ and not _driver_has_gpu():
 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     os.environ.setdefault("TRACEGRAPH_CUDA_PLATFORM", "fake")
 # The simulator (and the CPU stand-in of the GPU) run graph nodes in a random valid order,
-# a new one each session (the seed is in the report header): program order hides missing
-# dependency edges. TRACEGRAPH_SIM_ORDER=<seed> replays a session's order.
+# a new one each test run (the seed is in the report header): program order hides missing
+# dependency edges. TRACEGRAPH_SIM_ORDER=<seed> replays a run's order.
 os.environ.setdefault("TRACEGRAPH_SIM_ORDER", str(int.from_bytes(os.urandom(4), "little")))
 # The tests' grids are small on purpose: Numba's low-occupancy warning (GPU only) would turn
 # into an error in the tests that make every warning one, depending on which test of the
@@ -67,7 +67,7 @@ if FAKE_CUDA and os.environ.get("TRACEGRAPH_TEST_DIRECT") == "1":
 
     from tracegraph.signature import arguments as _arguments
     _arguments._FIXED.add(type(_cuda.device_array(1)))
-# which of the two the backend fixture runs (a GPU session may run only cuda's)
+# which of the two the backend fixture runs (a GPU run may take only cuda's)
 BACKENDS = os.environ.get("TRACEGRAPH_TEST_BACKENDS", "sim,cuda").split(",")
 
 

@@ -105,3 +105,34 @@ def axpb(x, a, b):
     i = cuda.grid(1)
     if i < x.size:
         x[i] = a * x[i] + b
+
+
+@cuda.jit
+def double(x):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        x[i] = 2 * x[i]
+
+
+@cuda.jit
+def total(buf, out):
+    """out[0] = the sum of buf, by one thread."""
+    if cuda.grid(1) == 0:
+        s = 0.0
+        for i in range(buf.shape[0]):
+            s += buf[i]
+        out[0] = s
+
+
+@cuda.jit
+def relu_plus_one(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = max(x[i], 0.0) + 1
+
+
+@cuda.jit
+def negate(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = -x[i]

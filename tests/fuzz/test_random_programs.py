@@ -322,7 +322,7 @@ def test_bit_identity():
 def test_zz_counts():
     """The profiles ran all their programs (the counts show with -s or -rA)."""
     if not COUNTS:
-        pytest.skip("the random-program tests did not run in this session")
+        pytest.skip("the random-program tests did not run in this pytest run")
     print(f"\nrandom program counts: {COUNTS}")
     for profile, n in COUNTS.items():
         if profile.startswith("ci "):

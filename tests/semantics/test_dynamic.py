@@ -14,6 +14,7 @@ from small_kernels import add, iscale, scale
 import tracegraph as tg
 from tracegraph.errors import SignatureError
 from tracegraph.passes.memory import unplanned_bytes
+from small_kernels import double, total
 
 D = 4  # features
 
@@ -358,22 +359,6 @@ def test_dynamic_arguments_sharing_memory_are_refused_where_padding_would_split_
     f(x, y, out)
     want = [1.0] * 8 if place != "overlapping views" else [1.0] * 6 + [0.0] * 2
     np.testing.assert_array_equal(host(out), want)
-
-
-@cuda.jit
-def double(x):
-    i = cuda.grid(1)
-    if i < x.shape[0]:
-        x[i] = 2 * x[i]
-
-
-@cuda.jit
-def total(buf, out):
-    if cuda.grid(1) == 0:
-        s = 0.0
-        for i in range(buf.shape[0]):
-            s += buf[i]
-        out[0] = s
 
 
 BUF = None

@@ -543,7 +543,7 @@ def test_node_attributes_refuse_bad_values(backend):
 
 
 # ---------------------------------------------------------------------------
-# misuse found by a hostile review
+# misuse of the foreign-kernel and library API
 
 def test_a_declared_write_to_a_read_only_input_is_refused(backend):
     @tg.compile(backend=backend)

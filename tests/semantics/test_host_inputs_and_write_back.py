@@ -15,6 +15,7 @@ from small_kernels import iscale, scale
 
 import tracegraph as tg
 from tracegraph.errors import TraceError
+from small_kernels import double, total
 
 N = 8
 
@@ -194,22 +195,6 @@ def test_to_device_of_host_data_copies_it_on_every_replay(backend):
     np.testing.assert_array_equal(host(step(x)), np.full(N, 20.0))
     assert [op.data.role for op in step.latest.program.ops if op.kind == "memcpy"].count(
         "constant") == 1
-
-
-@cuda.jit
-def double(x):
-    i = cuda.grid(1)
-    if i < x.shape[0]:
-        x[i] = 2 * x[i]
-
-
-@cuda.jit
-def total(buf, out):
-    if cuda.grid(1) == 0:
-        s = 0.0
-        for i in range(buf.shape[0]):
-            s += buf[i]
-        out[0] = s
 
 
 H = np.arange(16.0)

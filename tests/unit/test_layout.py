@@ -1,5 +1,5 @@
 """Numba's kernel parameter layout, as tracegraph flattens it, against PTX compiled for
-sm_90 without a GPU (in a subprocess: the test session may run on the simulator)."""
+sm_90 without a GPU (in a subprocess: the tests may run on the simulator)."""
 from __future__ import annotations
 
 import json

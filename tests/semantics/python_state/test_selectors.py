@@ -14,6 +14,8 @@ from numba import cuda
 from small_kernels import add_to, mul, mul_by
 
 import tracegraph as tg
+from small_kernels import negate as _neg
+from small_kernels import relu_plus_one as _relu1
 
 N = 8
 
@@ -153,20 +155,6 @@ KERNEL_CFG = {"act": "a"}
 
 
 TABLES = [np.full(4, 2.0), np.full(4, 3.0)]
-
-
-@cuda.jit
-def _relu1(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = max(x[i], 0.0) + 1
-
-
-@cuda.jit
-def _neg(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = -x[i]
 
 
 ACTS = {"relu": _relu1, "neg": _neg}

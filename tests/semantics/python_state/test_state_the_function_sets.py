@@ -11,6 +11,8 @@ from numba import cuda
 from small_kernels import iscale
 
 import tracegraph as tg
+from small_kernels import negate as _neg
+from small_kernels import relu_plus_one as _relu1
 
 
 @cuda.jit
@@ -53,20 +55,6 @@ def test_state_the_function_keeps_is_no_guard(backend):
         f(x, out)
         m(c, x, out)
     assert len(f.compiled) == 1 and len(m.compiled) == 1
-
-
-@cuda.jit
-def _relu1(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = max(x[i], 0.0) + 1
-
-
-@cuda.jit
-def _neg(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = -x[i]
 
 
 ACTS = {"relu": _relu1, "neg": _neg}
