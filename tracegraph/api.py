@@ -31,7 +31,7 @@ from .signature import (
     order_diffs,
     static_key,
 )
-from .trace import aliased_inputs, trace_function, user_location
+from .trace import aliased_inputs, overlap_said, trace_function, user_location
 
 log = logging.getLogger("tracegraph.api")
 
@@ -371,7 +371,7 @@ class CompiledFunction:
             order_diffs(without_state(best.key), bare, self._calls.positional_names) or \
             describe_mismatch(best.program, bare, self._calls.positional_names)
         if best.key == call.key and best.captured:  # same arguments, other captured overlap
-            diffs = [_overlap_said(best.program, call)]
+            diffs = [overlap_said(best.program, call)]
         elif best.key[1:] == call.key[1:] and state_of(call.key):  # other Python state
             diffs = self._contract.changes(state_of(best.key), state_of(call.key))
         known = len(self._cache)
@@ -415,21 +415,6 @@ def _same_objects(args: tuple, leaves: list) -> bool:
     """The leaves are these very arguments, whose metadata can never change."""
     return len(args) == len(leaves) and all(
         a is leaf and has_fixed_metadata(a) for a, leaf in zip(args, leaves))
-
-
-def _overlap_said(program: Any, call: Any) -> str:
-    """How the call's device inputs overlap the captured arrays unlike the compiled call's."""
-    pairs = aliased_inputs(program.buffers, list(program.inputs), call.infos)
-    changed = sorted(pairs ^ program.aliased_inputs)
-    said = []
-    for device_input, captured in changed:
-        arg = next((i.path for i in program.inputs if i.kind == "array"
-                    and i.buffer == device_input), "?")
-        now = (device_input, captured) in pairs
-        said.append(f"argument {arg} {'overlaps' if now else 'no longer overlaps'} the "
-                    f"device array {program.buffers[captured].name} that a kernel captures "
-                    "(a global or closure variable), unlike in the compiled call")
-    return "; ".join(said) or "a device argument overlaps a captured array differently"
 
 
 def _dynamic_spec(dynamic_: Any, buckets: Any, max_size: Any, pad: Any, grow: bool) -> Any:

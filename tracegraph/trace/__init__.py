@@ -6,13 +6,28 @@ from __future__ import annotations
 
 from ..location import user_location
 from ..traced import Array
-from .bind import aliased_inputs, trace_function
+from .bind import aliased_inputs, overlap_said, trace_function
 from .foreign import launch, library, node_attributes
 from .functions import access, callback, empty, empty_like, length, record, wait, zeros, zeros_like
 from .tracer import Tracer
 
 __all__ = [
-    "Array", "Tracer", "access", "aliased_inputs", "callback", "empty", "empty_like", "launch",
-    "length", "library", "node_attributes", "record", "trace_function", "user_location",
-    "wait", "zeros", "zeros_like",
+    "Array",
+    "Tracer",
+    "access",
+    "aliased_inputs",
+    "callback",
+    "empty",
+    "empty_like",
+    "launch",
+    "length",
+    "library",
+    "node_attributes",
+    "overlap_said",
+    "record",
+    "trace_function",
+    "user_location",
+    "wait",
+    "zeros",
+    "zeros_like",
 ]

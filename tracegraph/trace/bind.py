@@ -102,6 +102,21 @@ def aliased_inputs(buffers: tuple[Buffer, ...] | list[Buffer], inputs: list[Inpu
     return frozenset(pairs)
 
 
+def overlap_said(program: Any, call: Any) -> str:
+    """How the call's device inputs overlap the captured arrays unlike the compiled call's."""
+    pairs = aliased_inputs(program.buffers, list(program.inputs), call.infos)
+    changed = sorted(pairs ^ program.aliased_inputs)
+    said = []
+    for device_input, captured in changed:
+        arg = next((i.path for i in program.inputs if i.kind == "array"
+                    and i.buffer == device_input), "?")
+        now = (device_input, captured) in pairs
+        said.append(f"argument {arg} {'overlaps' if now else 'no longer overlaps'} the "
+                    f"device array {program.buffers[captured].name} that a kernel captures "
+                    "(a global or closure variable), unlike in the compiled call")
+    return "; ".join(said) or "a device argument overlaps a captured array differently"
+
+
 def _bind_inputs(tracer: Tracer, leaves: list, paths: list[str], infos: list,
                  groups: list, scalars: frozenset[int]) -> tuple[list[InputLeaf], list[Any]]:
     inputs: list[InputLeaf] = []
