@@ -165,7 +165,7 @@ def node_events(args, D, d_params, kc, vc, tokens, batches):
                 launch(*a)
                 stop.record()
                 stop.synchronize()
-                times[i].append(cuda.event_elapsed_time(start, stop) * 1e3)
+                times[i].append(start.elapsed_time(stop) * 1e3)
         rows = [(name, statistics.median(ts)) for name, ts in zip(names, times)]
         total = sum(us for _, us in rows)
         print(f"== GPU time per node launched alone (CUDA events): {args.tag} batch {b}, "

@@ -66,6 +66,10 @@ class CompiledFunction:
         self._written: set[int] = set()  # leaves some compiled graph writes (dynamic calls)
         self._arenas: dict[int | None, Any] = {}  # per device: the memory its graphs share
         self._hot: Any = None  # the executable the last plain call ran (replay_same)
+        # the last call's signature with its state, and padded (the replay loop's memos)
+        self._keyed: tuple | None = None
+        self._padded_last: Any = None
+        self._pads: dict = {}  # padded device copies to reuse (dynamic.give_back)
         self._retraces = 0  # traces because a checked name or key() changed
         self._compiles = 0
         self._verify = verify_every(verify)
@@ -198,6 +202,8 @@ class CompiledFunction:
             self._latest = None
             self._arenas = {}
             self._calls.forget()
+            self._keyed = self._padded_last = None
+            self._pads = {}
 
     def __repr__(self) -> str:
         return f"<tracegraph.CompiledFunction {self.__qualname__}: {len(self._cache)} graphs>"
@@ -210,9 +216,15 @@ class CompiledFunction:
         `state`: the checked names' and key()'s values (contract/), part of the key."""
         padded = None
         if self._spec is not None and self._spec.axes:
-            call, padded = self._padded(call)
+            call, padded = self._padded(call, pool=launch and stream is None)
         if state:
-            call = call.with_key((("state", state), *call.key))
+            last = self._keyed  # the last call's key, where its key and state were these
+            if last is not None and last[0] is call.key and last[1] == state:
+                call = call.with_key(last[2])
+            else:
+                unkeyed = call.key
+                call = call.with_key((("state", state), *unkeyed))
+                self._keyed = (unkeyed, state, call.key)
         entry = self._entry(call, compile_missing)
         if padded is not None and padded.originals:
             dynamic.refuse_captured_overlap(padded, entry.program, call.paths, self.__qualname__)
@@ -229,14 +241,35 @@ class CompiledFunction:
         result = executable.run(call.leaves, call.infos, stream)
         if padded is None:
             return result
-        return dynamic.finish(entry, padded, result)
+        result = dynamic.finish(entry, padded, result)
+        dynamic.give_back(padded, entry.program, self._pads if stream is None else None)
+        return result
 
-    def _padded(self, call: Call) -> tuple[Call, Any]:
-        """A dynamic call padded to its bucket, with its true length as the last leaf."""
+    def _padded(self, call: Call, pool: bool = False) -> tuple[Call, Any]:
+        """A dynamic call padded to its bucket, with its true length as the last leaf.
+        `pool`: padded copies may be reused (a call on the default stream)."""
+        # the last call with these arrays (the memo's very lists): its padded signature,
+        # without padding where it had none, else where the copies are the same again
+        last = self._padded_last
+        same = last is not None and last[0] is call.infos and last[1] is call.key
+        if same and not last[2]:
+            n, b, axes, (paths, tree, infos, key) = last[3:]
+            leaves = list(call.leaves)
+            return Call([*leaves, n], paths, tree, infos, key), \
+                dynamic.Padded(leaves, n, b, {}, axes)
         padded = dynamic.pad_call(self._spec, call.leaves, call.paths, call.infos,
-                                  self.__qualname__, self._written if self._cache else None)
-        return self._calls.from_leaves([*padded.leaves, padded.n], [*call.paths, LENGTH],
-                                       call.tree, call.orders), padded
+                                  self.__qualname__, self._written if self._cache else None,
+                                  self._pads if pool else None)
+        copies = {i: padded.leaves[i] for i in padded.originals}
+        if same and copies.keys() == last[2].keys() and \
+                all(c is last[2][i] for i, c in copies.items()):
+            paths, tree, infos, key = last[6]
+            return Call([*padded.leaves, padded.n], paths, tree, infos, key), padded
+        out = self._calls.from_leaves([*padded.leaves, padded.n], [*call.paths, LENGTH],
+                                      call.tree, call.orders)
+        self._padded_last = (call.infos, call.key, copies, padded.n, padded.bucket,
+                             padded.axes, (out.paths, out.tree, out.infos, out.key))
+        return out, padded
 
     def _entry(self, call: Call, compile_missing: bool) -> Compiled:
         entry = self._cache.get(call.key)

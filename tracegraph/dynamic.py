@@ -10,13 +10,14 @@ on every call instead of being baked into the graph.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from . import _numba, dynamic_results
 from .errors import SignatureError, TraceError
+from .ir import OutputKind
 from .location import user_location
 from .signature import ArrayInfo, alias_groups
 
@@ -100,6 +101,8 @@ class Padded:
     bucket: int
     originals: dict[int, Any]    # leaf -> the caller's array a padded copy stands for
     axes: dict[int, int]         # leaf -> its dynamic axis
+    # leaf -> (pool key, (copy, pad rows)): copies to give back to the pool after the run
+    pooled: dict[int, tuple] = field(default_factory=dict)
 
 
 def dynamic_leaves(spec: DynamicSpec, paths: list[str], infos: list[ArrayInfo | None],
@@ -133,9 +136,11 @@ def dynamic_leaves(spec: DynamicSpec, paths: list[str], infos: list[ArrayInfo | 
 
 
 def pad_call(spec: DynamicSpec, leaves: list[Any], paths: list[str],
-             infos: list[ArrayInfo | None], qualname: str, written: set[int] | None) -> Padded:
+             infos: list[ArrayInfo | None], qualname: str, written: set[int] | None,
+             pool: dict | None = None) -> Padded:
     """The call's dynamic arrays padded to the bucket of their common length n. `written`:
-    the leaves compiled graphs write (None: not known yet), which must be copies."""
+    the leaves compiled graphs write (None: not known yet), which must be copies. `pool`:
+    device copies earlier calls gave back (give_back), filled again instead of allocated."""
     axes = dynamic_leaves(spec, paths, infos, qualname)
     lengths = {paths[i]: infos[i].shape[a] for i, a in axes.items()}  # type: ignore[union-attr]
     if len(set(lengths.values())) > 1:
@@ -145,14 +150,15 @@ def pad_call(spec: DynamicSpec, leaves: list[Any], paths: list[str],
     n = next(iter(lengths.values())) if lengths else 0
     b = spec.bucket(n, qualname)
     out, originals = list(leaves), {}
+    pooled: dict[int, tuple] = {}
     if b != n:
         _refuse_shared_memory(axes, infos, paths, qualname)
         for i, axis in axes.items():
             out[i] = _padded(leaves[i], infos[i], axis, n, b, spec.pad_value(paths[i]),
-                             written is None or i in written)
+                             written is None or i in written, pool, (pooled, i))
             if out[i] is not leaves[i]:
                 originals[i] = leaves[i]
-    return Padded(out, n, b, originals, axes)
+    return Padded(out, n, b, originals, axes, pooled)
 
 
 def _refuse_shared_memory(axes: dict[int, int], infos: list[ArrayInfo | None],
@@ -210,9 +216,12 @@ def refuse_captured_overlap(padded: Padded, program: Any, paths: list[str],
                                      "array that does not share the captured array's memory")
 
 
-def _padded(x: Any, info: Any, axis: int, n: int, b: int, fill: Any, written: bool) -> Any:
+def _padded(x: Any, info: Any, axis: int, n: int, b: int, fill: Any, written: bool,
+            pool: dict | None = None, taken: tuple[dict, int] | None = None) -> Any:
     """x grown from n to b along `axis`: a view of the caller's own memory where it already
-    has room and neither the padding's value nor a write there matters, else a copy."""
+    has room and neither the padding's value nor a write there matters, else a copy (on the
+    device, one from `pool` where there is one: its padding is copied from a device array
+    of the pad value, so no copy from the host waits for the GPU)."""
     if isinstance(x, np.ndarray):
         shape = list(x.shape)
         shape[axis] = b
@@ -229,13 +238,39 @@ def _padded(x: Any, info: Any, axis: int, n: int, b: int, fill: Any, written: bo
     if room is not None and fill is None and not written:
         return room
     from numba import cuda
-    padded = cuda.device_array((b, *info.shape[1:]), info.dtype)
+    value = 0 if fill is None else fill
+    rows = (*info.shape[1:],)
+    key = (taken[1] if taken else 0, b, rows, info.dtype.str, type(value), repr(value))
+    kept = pool.pop(key, None) if pool is not None else None
+    if kept is None:
+        padded = cuda.device_array((b, *rows), info.dtype)
+    else:
+        padded = kept[0]
     if n:
         padded[:n].copy_to_device(cuda.as_cuda_array(x) if not hasattr(x, "copy_to_host")
                                   else x)
-    tail = np.full((b - n, *info.shape[1:]), 0 if fill is None else fill, info.dtype)
-    padded[n:].copy_to_device(tail)
+    if kept is None:
+        tail = np.full((b - n, *rows), value, info.dtype)
+        padded[n:].copy_to_device(tail)
+        if pool is not None:  # the pad value in every row, for later calls' padding
+            kept = (padded, cuda.to_device(np.full((b, *rows), value, info.dtype)))
+    else:
+        padded[n:].copy_to_device(kept[1][n:])
+    if kept is not None and taken is not None:
+        taken[0][taken[1]] = (key, kept)
     return padded
+
+
+def give_back(padded: Padded, program: Any, pool: dict | None) -> None:
+    """The call's padded device copies back into `pool` once its run is enqueued and its
+    results copied back (the next call on the default stream refills them after that);
+    not one a result is a view of (the caller holds it)."""
+    viewed = {o.input_index for o in program.outputs if o.kind == OutputKind.INPUT_VIEW}
+    if pool is None:
+        return
+    for i, (key, kept) in padded.pooled.items():
+        if i not in viewed:
+            pool[key] = kept
 
 
 def copy_back(padded: Padded, written: set[int]) -> None:

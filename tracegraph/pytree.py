@@ -116,6 +116,32 @@ def flatten_ordered(obj: Any, names: Callable[[Any], str] | str = "") -> tuple[l
 _UNORDERED = (dict, defaultdict)
 
 
+def flatten_leaves(obj: Any) -> tuple[list, Any]:
+    """(leaves, structure) without paths: optree's flatten in C, for a call whose
+    structure was flattened with its paths before (signature.call's memo)."""
+    return optree.tree_flatten(obj, none_is_leaf=False, namespace=NAMESPACE)
+
+
+def dicts_in(spec: Any) -> tuple:
+    """Accessors of the dicts holding leaves in a structure: where flatten_ordered reads
+    key orders."""
+    found: dict[tuple, Any] = {}
+    for acc in spec.accessors():
+        for i, entry in enumerate(acc):
+            if isinstance(entry, optree.MappingEntry) and entry.type in _UNORDERED:
+                found.setdefault(tuple(e.entry for e in acc[:i]), acc[:i])
+    return tuple(found.values())
+
+
+def key_order(mapping: Any) -> tuple:
+    """A mapping's keys in order, as flatten_ordered tells orders apart: strings as they
+    are, other keys by type and repr (0.0 and -0.0, 1 and True differ)."""
+    keys = tuple(mapping)
+    if all(type(k) is str for k in keys):
+        return keys
+    return tuple((type(k), repr(k)) for k in keys)
+
+
 def unflatten(spec: Any, leaves: list[Any]) -> Any:
     return optree.tree_unflatten(spec, leaves)
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from eager import host
 from numba import cuda
-from small_kernels import iscale, scale
+from small_kernels import add, iscale, scale
 
 import tracegraph as tg
 
@@ -156,3 +156,73 @@ def test_a_dataclass_argument_is_rebuilt_from_its_init_fields(backend):
     assert len(f.compiled) == 1
     f(x, ClipCfg(max_norm=0.5))  # * 1: another field value, another graph
     np.testing.assert_allclose(x.copy_to_host(), 8.0)
+
+
+# -- the memo of calls with containers: flattened again, reused leaf by leaf --------------
+
+Weights = collections.namedtuple("Weights", "gain layers")
+
+
+def _weights():
+    return Weights(2.0, [cuda.to_device(np.ones(N)), cuda.to_device(np.full(N, 3.0))])
+
+
+def _apply(x, w, pos):
+    iscale[GRID, BLOCK](x, w.gain)
+    for layer in w.layers:
+        add[GRID, BLOCK](x, layer, x)
+    iscale[GRID, BLOCK](x, pos)
+
+
+def test_a_container_of_the_same_arrays_reuses_its_signature(backend):
+    f = tg.compile(_apply, backend=backend, dynamic={"pos": "value"})
+    x, w = cuda.to_device(np.ones(N)), _weights()
+    f(x, w, 1.0)
+    first = f._calls._prepare((x, w, 1.0), {})
+    for pos in (2.0, 3.0, 0.5):  # a dynamic scalar may change
+        call = f._calls._reuse((x, w, pos))
+        assert call is not None and call.key == first.key and call.infos is first.infos
+        assert call.leaves[-1] == pos
+    x.copy_to_device(np.ones(N))
+    f(x, w, 0.5)
+    np.testing.assert_allclose(host(x), np.full(N, (2 + 1 + 3) * 0.5))
+    assert len(f.compiled) == 1
+
+
+@pytest.mark.parametrize("change", ["list grows", "list item", "static scalar",
+                                    "another container"])
+def test_a_changed_container_is_seen_on_the_next_call(backend, change):
+    f = tg.compile(_apply, backend=backend, dynamic={"pos": "value"})
+    x, w = cuda.to_device(np.ones(N)), _weights()
+    f(x, w, 1.0)
+    extra = cuda.to_device(np.full(N, 10.0))
+    if change == "list grows":  # the structure changes: another signature
+        w.layers.append(extra)
+        want = (2 + 1 + 3 + 10)
+    elif change == "list item":  # the same structure, another array
+        w.layers[1] = extra
+        want = (2 + 1 + 10)
+    elif change == "static scalar":
+        w = Weights(4.0, w.layers)
+        want = (4 + 1 + 3)
+    else:
+        w = Weights(2.0, [w.layers[0], extra])
+        want = (2 + 1 + 10)
+    x.copy_to_device(np.ones(N))
+    f(x, w, 1.0)
+    np.testing.assert_allclose(host(x), np.full(N, want))
+
+
+def test_a_dict_argument_in_another_key_order_is_seen_on_the_next_call(backend):
+    def body(x, d):
+        for name, v in d.items():  # the order matters
+            iscale[GRID, BLOCK](x, 2.0) if name == "double" else add[GRID, BLOCK](x, v, x)
+
+    f = tg.compile(body, backend=backend)
+    x, one = cuda.to_device(np.zeros(N)), cuda.to_device(np.ones(N))
+    f(x, {"one": one, "double": one})
+    np.testing.assert_allclose(host(x), np.full(N, 2.0))  # (0 + 1) * 2
+    x.copy_to_device(np.zeros(N))
+    f(x, {"double": one, "one": one})
+    np.testing.assert_allclose(host(x), np.full(N, 1.0))  # 0 * 2 + 1
+    assert len(f.compiled) == 2

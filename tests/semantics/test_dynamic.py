@@ -385,3 +385,46 @@ def test_a_padded_dynamic_argument_viewing_a_captured_array_is_refused(backend):
     y = cuda.to_device(np.ones(5))
     f(y)
     np.testing.assert_array_equal(y.copy_to_host(), 2 * np.ones(5))
+
+
+@cuda.jit
+def write_rows(x, pad_seen):
+    """x[i] = 2 x[i] + 1 on every row, padding too; pad_seen[0] = x's last row as read."""
+    i = cuda.grid(1)
+    if i == x.shape[0] - 1:
+        pad_seen[0] = x[i]
+    cuda.syncthreads()
+    if i < x.shape[0]:
+        x[i] = 2 * x[i] + 1
+
+
+def test_padded_device_copies_are_reused_with_their_padding_filled_again(backend):
+    """Calls below a bucket on the default stream fill one kept copy of a device argument
+    again: the padding rows a run wrote are the pad value again on the next call."""
+    @tg.compile(backend=backend, dynamic={"x": 0}, buckets=(8,), pad=-5.0)
+    def step(x, pad_seen):
+        write_rows[1, 8](x, pad_seen)
+        return x
+
+    seen = cuda.to_device(np.zeros(1))
+    copies = set()
+    for n in (3, 5, 3, 7):
+        x = np.arange(n, dtype=np.float64)
+        arg = cuda.to_device(x)
+        assert step(arg, seen) is arg
+        np.testing.assert_array_equal(host(arg), 2 * x + 1)
+        assert host(seen)[0] == -5.0  # the padding, not what the last run wrote there
+        copies |= {id(kept[0]) for kept in step._pads.values()}
+    assert len(copies) == 1 and len(step.compiled) == 1
+
+
+def test_a_padded_call_s_result_is_not_changed_by_later_calls(backend):
+    @tg.compile(backend=backend, dynamic={"x": 0}, buckets=(8,))
+    def step(x):
+        iscale[1, 32](x, 2.0)
+        return x[1:]
+
+    first = step(cuda.to_device(np.arange(3.0)))
+    second = step(cuda.to_device(np.arange(4.0) + 10))
+    np.testing.assert_array_equal(host(first), [2.0, 4.0])  # still the first call's
+    np.testing.assert_array_equal(host(second), [22.0, 24.0, 26.0])

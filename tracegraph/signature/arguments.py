@@ -205,9 +205,12 @@ _FIXED = {int, float, bool, complex, str, type(None)}
 
 
 def _reader_for_fixed(t: type) -> bool:
-    # not CuPy's: `a.shape = ...` reshapes a CuPy array in place; NumPy's numbers are
-    # immutable (not np.void: a record scalar may be a view)
-    fixed = _readers.get(t) is _describe_numba or issubclass(t, (np.number, np.bool_))
+    # Numba's device arrays, and the simulator's stand-ins for them (so the simulator
+    # takes the replay paths a GPU takes); not CuPy's: `a.shape = ...` reshapes a CuPy
+    # array in place; NumPy's numbers are immutable (not np.void: a record scalar may be a
+    # view)
+    fixed = _readers.get(t) in (_describe_numba, _describe_simulated) or \
+        issubclass(t, (np.number, np.bool_))
     if fixed:
         _FIXED.add(t)
     return fixed

@@ -5,14 +5,17 @@ The key holds the argument structure and, per array, placement, shape, dtype, st
 read-only flag and alias group; per other value its type and value (floats by repr:
 -0.0 == 0.0 and nan != nan). A memo of the last call (weak references) lets the replay
 loop skip all of it when the same objects come back, and describe only the new arrays
-when other arrays of the same kind do (ping-pong buffers).
+when other arrays of the same kind do (ping-pong buffers). Containers (a model's
+parameters as nested tuples, a dict of arrays) are flattened again on every call, in C
+without paths; the memo applies where the structure, the key order of its dicts and
+every leaf come back the same (a dynamic scalar may take any value of its type).
 """
 from __future__ import annotations
 
 import inspect
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -74,6 +77,14 @@ class Call:
         return last[1] if type(last) is tuple and last[:1] == ("dict order",) else ()
 
 
+class TreeMemo(NamedTuple):
+    """What the memo of a call with containers checks besides its leaves."""
+    arity: int
+    spec: Any                 # the structure of (args, {})
+    dynamic: dict[int, tuple]  # leaf -> its key, for dynamic scalars
+    dicts: tuple              # (accessor, keys in order) per dict holding leaves
+
+
 class CallAnalyzer:
     """Turns the arguments of calls to one function into Calls."""
 
@@ -86,6 +97,9 @@ class CallAnalyzer:
             p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
             for p in params) else None)
         self.param_names = list(self.pysig.parameters)
+        # calls of exactly these positional parameters bind to themselves: (args, {})
+        self.positional_arity = len(params) if all(
+            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params) else None
         self.flat_tree = pytree.structure(((0,) * len(params), {}))
         # keywords are matched by name: their order is part of the signature only where
         # the function's **kwargs is used beyond reading it by name (keywords.py)
@@ -106,11 +120,15 @@ class CallAnalyzer:
         memo = self.memo
         if memo is None:
             return None
-        last_args, last_leaves, rest, extents = memo
+        last_args, last_leaves, rest, extents, dynamic = memo
+        if type(last_args) is TreeMemo:
+            return self._reuse_tree(args, last_args, last_leaves, rest, extents)
         if len(args) != len(last_args):
             return None
-        for a, r in zip(args, last_args):
+        for k, (a, r) in enumerate(zip(args, last_args)):
             if (r[0] if type(r) is tuple else r()) is not a:
+                if k in dynamic and self._leaf_key(a, rest[0][k], None, None) == dynamic[k]:
+                    continue  # a dynamic scalar: keyed by its type
                 return self._reuse_moved(args, memo) if extents is not None else None
         leaves = (list(args) if last_leaves is None else
                   [r[0] if type(r) is tuple else r() for r in last_leaves])
@@ -120,10 +138,12 @@ class CallAnalyzer:
         """The last call's signature for other arrays of the same shape, dtype, strides and
         placement where the last call had no two arguments sharing memory and these do not
         either (a ping-pong loop): only the new arrays are described."""
-        last_args, _, (paths, tree, infos, key), extents = memo
+        last_args, _, (paths, tree, infos, key), extents, dynamic = memo
         infos, extents = list(infos), list(extents)
         for i, (a, r) in enumerate(zip(args, last_args)):
             if (r[0] if type(r) is tuple else r()) is a:
+                continue
+            if i in dynamic and self._leaf_key(a, paths[i], None, None) == dynamic[i]:
                 continue
             old = infos[i]
             if old is None and same_value(a, r):
@@ -136,7 +156,7 @@ class CallAnalyzer:
             infos[i], extents[i] = info, info.extent
         if not arguments.disjoint(infos):
             return None  # now sharing memory: another signature
-        self.memo = (tuple(map(weak, args)), None, (paths, tree, infos, key), extents)
+        self.memo = (tuple(map(weak, args)), None, (paths, tree, infos, key), extents, dynamic)
         return Call(list(args), paths, tree, infos, key)
 
     # -- the full analysis --------------------------------------------------------
@@ -156,8 +176,64 @@ class CallAnalyzer:
             extents = ([i.extent if i is not None else None for i in infos]
                        if simple and arguments.disjoint(infos) else None)
             self.memo = (tuple(map(weak, args)), None if simple else tuple(map(weak, leaves)),
-                         (paths, tree, infos, key), extents)
+                         (paths, tree, infos, key), extents,
+                         self._dynamic_keys(paths, key) if simple else {})
+        elif not kwargs and len(args) == self.positional_arity and \
+                all(map(arguments.has_fixed_metadata, leaves)):
+            self.memo = (TreeMemo(len(args), pytree.flatten_leaves((args, {}))[1],
+                                  self._dynamic_keys(paths, key),
+                                  tuple((acc, pytree.key_order(acc((args, {}))))
+                                        for acc in pytree.dicts_in(tree))),
+                         tuple(map(weak, leaves)), (paths, tree, infos, key),
+                         [i.extent if i is not None else None for i in infos]
+                         if arguments.disjoint(infos) else None, None)
         return call
+
+    def _dynamic_keys(self, paths: list, key: tuple) -> dict[int, tuple]:
+        """leaf -> its part of the key, for the dynamic scalars (keyed by type)."""
+        return {i: k for i, (p, k) in enumerate(zip(paths, key[1:])) if p in self.scalars}
+
+    def _reuse_tree(self, args: tuple, memo: TreeMemo, last_leaves: tuple, rest: tuple,
+                    extents: list | None) -> Call | None:
+        """The last call's analysis for arguments holding containers: flattened again (the
+        containers may have changed), then as _reuse and _reuse_moved, leaf by leaf, where
+        the structure and the key order of its dicts are the same."""
+        if len(args) != memo.arity:
+            return None
+        root: tuple = (args, {})
+        leaves, spec = pytree.flatten_leaves(root)
+        if spec != memo.spec or len(leaves) != len(last_leaves):
+            return None
+        paths, tree, infos, key = rest
+        moved = False
+        for i, (x, r) in enumerate(zip(leaves, last_leaves)):
+            if (r[0] if type(r) is tuple else r()) is x:
+                continue
+            part = memo.dynamic.get(i)
+            if part is not None:  # a dynamic scalar: keyed by its type
+                if self._leaf_key(x, paths[i], None, None) != part:
+                    return None
+                continue
+            old = infos[i]
+            if old is None and same_value(x, r):
+                continue  # an equal scalar: the same key
+            if old is None or extents is None or not arguments.has_fixed_metadata(x):
+                return None
+            info = arguments.describe(x)
+            if info is None or array_key(info, None) != array_key(old, None):
+                return None
+            if not moved:
+                infos, moved = list(infos), True
+            infos[i] = info
+        for acc, keys in memo.dicts:
+            if pytree.key_order(acc(root)) != keys:
+                return None
+        if moved:
+            if not arguments.disjoint(infos):
+                return None  # now sharing memory: another signature
+            self.memo = (memo, tuple(map(weak, leaves)), (paths, tree, infos, key),
+                         [i.extent if i is not None else None for i in infos], None)
+        return Call(leaves, paths, tree, infos, key)
 
     def from_leaves(self, leaves: list, paths: list, tree: Any, orders: tuple = ()) -> Call:
         """The Call of already flattened arguments (no memo). `orders`: the key order of

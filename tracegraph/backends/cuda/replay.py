@@ -55,10 +55,13 @@ class Replayer:
         self.built: BuiltGraph = None  # type: ignore[assignment]  # attach() sets it
         self._returns_none = not plan.outputs and pytree.unflatten(plan.output_tree, []) is None
         self.scalar_values: dict[int, Any] = {}  # dynamic scalar leaf -> value the graph holds
+        self._input_buffers = {buffer for _, buffer, _ in self.device_inputs}
+        self._followed: list | None = None  # the infos the device inputs point at
 
     def attach(self, built: BuiltGraph) -> None:
         """Replay this (new) graph: forget what was cached about the old one."""
         self.built = built
+        self._followed = None
         self._views: dict[int, Any] = {}
         self._patches: dict[int, Any] = {}
         # a new graph holds the values the function was traced with
@@ -67,6 +70,9 @@ class Replayer:
 
     # -- the steps ------------------------------------------------------------------
     def follow_device_inputs(self, infos: list) -> None:
+        if infos is self._followed:
+            return  # the very list followed last (the signature memo's): nothing moved
+        self._followed = None
         base = self.memory.base
         moved = [(buffer, infos[leaf].ptr - offset) for leaf, buffer, offset in self.device_inputs
                  if base[buffer] != infos[leaf].ptr - offset]
@@ -74,6 +80,7 @@ class Replayer:
             self.repoint(*moved[0])
         elif moved:
             self._repoint_together(moved)
+        self._followed = infos
 
     def _repoint_together(self, moved: list[tuple[int, int]]) -> None:
         """Several inputs moved: a library call using two of them is captured again once,
@@ -209,6 +216,8 @@ class Replayer:
 
     # -- re-pointing ------------------------------------------------------------------
     def repoint(self, buffer: int, base: int, recapture: bool = True) -> None:
+        if buffer in self._input_buffers:
+            self._followed = None
         self.memory.base[buffer] = base
         try:
             for node, slots in self.slots.get(buffer, {}).items():
