@@ -82,16 +82,6 @@ def backend(request):
 
 
 @pytest.fixture
-def fixed_device_arrays(monkeypatch):
-    """Simulated device arrays count as of fixed metadata, as Numba's are on a GPU: a call
-    of the very same objects may take the direct replay path (and the signature memo)."""
-    from numba import cuda
-
-    from tracegraph.signature import arguments
-    monkeypatch.setattr(arguments, "_FIXED", arguments._FIXED | {type(cuda.device_array(1))})
-
-
-@pytest.fixture
 def gpu():
     """A test that needs a real GPU (deselected where none is usable)."""
 

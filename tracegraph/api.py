@@ -13,6 +13,7 @@ from .backends import MISS
 from .cache import CacheInfo, Compiled, GraphCache
 from .collector import collection_paused
 from .contract import Contract, check_same, state_of, verify_every, without_state
+from .dynamic import LENGTH, Padder
 from .errors import SignatureError, StaleGraphError, TraceError
 from .ir import Program
 from .location import warn
@@ -37,7 +38,6 @@ log = logging.getLogger("tracegraph.api")
 
 MANY_GRAPHS = 16  # warn once a function has compiled this many graphs (none dynamic)
 RETRACES = 8  # traces for a changed checked name before a warning says what to do
-LENGTH = "<length>"  # the hidden last leaf of a dynamic call: its true length
 
 
 class CompiledFunction:
@@ -67,9 +67,7 @@ class CompiledFunction:
         self._arenas: dict[int | None, Any] = {}  # per device: the memory its graphs share
         self._hot: Any = None  # the executable the last plain call ran (replay_same)
         # the last call's signature with its state, and padded (the replay loop's memos)
-        self._keyed: tuple | None = None
-        self._padded_last: Any = None
-        self._pads: dict = {}  # padded device copies to reuse (dynamic.give_back)
+        self._keyed: tuple | None = None  # the last call's key with its state
         self._retraces = 0  # traces because a checked name or key() changed
         self._compiles = 0
         self._verify = verify_every(verify)
@@ -80,6 +78,8 @@ class CompiledFunction:
             self.__qualname__ = getattr(fn, "__name__", type(fn).__name__)
         scalars = frozenset() if dynamic_spec is None else dynamic_spec.scalars | {LENGTH}
         self._calls = CallAnalyzer(fn, self.__qualname__, scalars)
+        self._padder = Padder(dynamic_spec, self.__qualname__) \
+            if dynamic_spec is not None else None
         if key is not None and not callable(key):
             raise TraceError(f"key= of {self.__qualname__} is a {type(key).__name__}, not a "
                              "callable", where=user_location(3),
@@ -202,8 +202,9 @@ class CompiledFunction:
             self._latest = None
             self._arenas = {}
             self._calls.forget()
-            self._keyed = self._padded_last = None
-            self._pads = {}
+            self._keyed = None
+            if self._padder is not None:
+                self._padder.forget()
 
     def __repr__(self) -> str:
         return f"<tracegraph.CompiledFunction {self.__qualname__}: {len(self._cache)} graphs>"
@@ -216,7 +217,7 @@ class CompiledFunction:
         `state`: the checked names' and key()'s values (contract/), part of the key."""
         padded = None
         if self._spec is not None and self._spec.axes:
-            call, padded = self._padded(call, pool=launch and stream is None)
+            call, padded = self._padded(call, reuse=launch and stream is None)
         if state:
             last = self._keyed  # the last call's key, where its key and state were these
             if last is not None and last[0] is call.key and last[1] == state:
@@ -242,34 +243,14 @@ class CompiledFunction:
         if padded is None:
             return result
         result = dynamic.finish(entry, padded, result)
-        dynamic.give_back(padded, entry.program, self._pads if stream is None else None)
+        if stream is None and self._padder is not None:
+            self._padder.give_back(padded, entry.program)
         return result
 
-    def _padded(self, call: Call, pool: bool = False) -> tuple[Call, Any]:
-        """A dynamic call padded to its bucket, with its true length as the last leaf.
-        `pool`: padded copies may be reused (a call on the default stream)."""
-        # the last call with these arrays (the memo's very lists): its padded signature,
-        # without padding where it had none, else where the copies are the same again
-        last = self._padded_last
-        same = last is not None and last[0] is call.infos and last[1] is call.key
-        if same and not last[2]:
-            n, b, axes, (paths, tree, infos, key) = last[3:]
-            leaves = list(call.leaves)
-            return Call([*leaves, n], paths, tree, infos, key), \
-                dynamic.Padded(leaves, n, b, {}, axes)
-        padded = dynamic.pad_call(self._spec, call.leaves, call.paths, call.infos,
-                                  self.__qualname__, self._written if self._cache else None,
-                                  self._pads if pool else None)
-        copies = {i: padded.leaves[i] for i in padded.originals}
-        if same and copies.keys() == last[2].keys() and \
-                all(c is last[2][i] for i, c in copies.items()):
-            paths, tree, infos, key = last[6]
-            return Call([*padded.leaves, padded.n], paths, tree, infos, key), padded
-        out = self._calls.from_leaves([*padded.leaves, padded.n], [*call.paths, LENGTH],
-                                      call.tree, call.orders)
-        self._padded_last = (call.infos, call.key, copies, padded.n, padded.bucket,
-                             padded.axes, (out.paths, out.tree, out.infos, out.key))
-        return out, padded
+    def _padded(self, call: Call, reuse: bool = False) -> tuple[Call, Any]:
+        assert self._padder is not None  # (a function with dynamic axes has one)
+        return self._padder.pad(call, self._calls, self._written if self._cache else None,
+                                reuse)
 
     def _entry(self, call: Call, compile_missing: bool) -> Compiled:
         entry = self._cache.get(call.key)

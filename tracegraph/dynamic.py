@@ -9,9 +9,10 @@ on every call instead of being baked into the graph.
 """
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -19,9 +20,10 @@ from . import _numba, dynamic_results
 from .errors import SignatureError, TraceError
 from .ir import OutputKind
 from .location import user_location
-from .signature import ArrayInfo, alias_groups
+from .signature import DEVICE, ArrayInfo, Call, alias_groups, describe
 
 VALUE = "value"  # dynamic={"dt": "value"}: a scalar patched per call
+LENGTH = "<length>"  # the hidden last leaf of a dynamic call: its true length
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,6 @@ def refuse_captured_overlap(padded: Padded, program: Any, paths: list[str],
     arguments. A host one whose memory the function copies in after writing it
     (bind._refuse_constants_after_host_writes, which the copy hid from the trace) too."""
     from .ir import BufferKind
-    from .signature import DEVICE, describe
     from .trace.bind import constant_after_write, constant_after_write_error
     captured = [(b.address, b.address + b.nbytes) for b in program.buffers
                 if b.kind == BufferKind.EXTERNAL]
@@ -246,7 +247,7 @@ def _padded(x: Any, info: Any, axis: int, n: int, b: int, fill: Any, written: bo
         padded = cuda.device_array((b, *rows), info.dtype)
     else:
         padded = kept[0]
-    if n:
+    if n and not _copy_rows(padded, x, 0, n):
         padded[:n].copy_to_device(cuda.as_cuda_array(x) if not hasattr(x, "copy_to_host")
                                   else x)
     if kept is None:
@@ -254,23 +255,69 @@ def _padded(x: Any, info: Any, axis: int, n: int, b: int, fill: Any, written: bo
         padded[n:].copy_to_device(tail)
         if pool is not None:  # the pad value in every row, for later calls' padding
             kept = (padded, cuda.to_device(np.full((b, *rows), value, info.dtype)))
-    else:
+    elif not _copy_rows(padded, kept[1], n, b):
         padded[n:].copy_to_device(kept[1][n:])
     if kept is not None and taken is not None:
         taken[0][taken[1]] = (key, kept)
     return padded
 
 
-def give_back(padded: Padded, program: Any, pool: dict | None) -> None:
-    """The call's padded device copies back into `pool` once its run is enqueued and its
-    results copied back (the next call on the default stream refills them after that);
-    not one a result is a view of (the caller holds it)."""
-    viewed = {o.input_index for o in program.outputs if o.kind == OutputKind.INPUT_VIEW}
-    if pool is None:
-        return
-    for i, (key, kept) in padded.pooled.items():
-        if i not in viewed:
-            pool[key] = kept
+class _LastPadded(NamedTuple):
+    infos: list          # the unpadded call's infos and key (the signature memo's objects)
+    key: tuple
+    copies: dict[int, Any]  # leaf -> the padded copy it got (ours, not the caller's)
+    n: int
+    bucket: int
+    axes: dict[int, int]
+    parts: tuple         # (paths, tree, infos, key) of the padded Call
+
+
+class Padder:
+    """One function's padding of its calls: the device copies kept for later calls (on
+    the default stream), and the last call's padded signature, reused where the call's
+    arrays are the signature memo's very lists and its copies the same again."""
+
+    def __init__(self, spec: DynamicSpec, qualname: str):
+        self.spec, self.qualname = spec, qualname
+        self.pool: dict = {}
+        self._last: _LastPadded | None = None
+
+    def forget(self) -> None:
+        self.pool, self._last = {}, None
+
+    def pad(self, call: Call, calls: Any, written: set[int] | None,
+            reuse: bool) -> tuple[Call, Padded]:
+        """The call padded to its bucket, with its true length as the last leaf
+        (`calls`: the function's CallAnalyzer). `reuse`: kept copies may be filled again."""
+        last = self._last
+        if last is not None and (last.infos is not call.infos or last.key is not call.key):
+            last = None
+        if last is not None and not last.copies:  # no padding: nothing to copy
+            leaves = list(call.leaves)
+            return Call([*leaves, last.n], *last.parts), \
+                Padded(leaves, last.n, last.bucket, {}, last.axes)
+        padded = pad_call(self.spec, call.leaves, call.paths, call.infos, self.qualname,
+                          written, self.pool if reuse else None)
+        copies = {i: padded.leaves[i] for i in padded.originals}
+        if last is not None and copies.keys() == last.copies.keys() and \
+                all(c is last.copies[i] for i, c in copies.items()):
+            return Call([*padded.leaves, padded.n], *last.parts), padded
+        out = calls.from_leaves([*padded.leaves, padded.n], [*call.paths, LENGTH],
+                                call.tree, call.orders)
+        self._last = _LastPadded(call.infos, call.key, copies, padded.n, padded.bucket,
+                                 padded.axes, (out.paths, out.tree, out.infos, out.key))
+        return out, padded
+
+    def give_back(self, padded: Padded, program: Any) -> None:
+        """The call's kept copies back for the next call, once its run is enqueued and its
+        rows copied back (the next call on the default stream fills them after that); not
+        one a result views (the caller holds it)."""
+        if not padded.pooled:
+            return
+        viewed = {o.input_index for o in program.outputs if o.kind == OutputKind.INPUT_VIEW}
+        for i, (key, kept) in padded.pooled.items():
+            if i not in viewed:
+                self.pool[key] = kept
 
 
 def copy_back(padded: Padded, written: set[int]) -> None:
@@ -287,9 +334,40 @@ def copy_back(padded: Padded, written: set[int]) -> None:
             original[...] = copy[index]
         else:
             from numba import cuda
+            if _copy_rows(original, copy, 0, padded.n):
+                continue
             target = original if hasattr(original, "copy_to_device") else \
                 cuda.as_cuda_array(original)
             target.copy_to_device(copy[index])
+
+
+def _copy_rows(dst: Any, src: Any, start: int, stop: int) -> bool:
+    """Rows start..stop of device array src into dst's as one copy enqueued on the
+    default stream (where the call's graph runs), without waiting for the GPU as Numba's
+    copy_to_device does; False where both are not C-contiguous alike on a GPU (then the
+    caller copies through Numba)."""
+    if _numba.SIMULATOR:
+        return False
+    to, of = describe(dst), describe(src)
+    if to is None or of is None or to.placement != DEVICE or of.placement != DEVICE or \
+            to.dtype != of.dtype or to.shape[1:] != of.shape[1:] or \
+            not (_c_contiguous(to) and _c_contiguous(of)):
+        return False
+    row = to.dtype.itemsize * math.prod(to.shape[1:])
+    if stop > start:
+        from .backends.cuda.handles import copy_on_default_stream
+        copy_on_default_stream(to.ptr + start * row, of.ptr + start * row,
+                               (stop - start) * row)
+    return True
+
+
+def _c_contiguous(info: ArrayInfo) -> bool:
+    step = info.dtype.itemsize
+    for size, stride in zip(reversed(info.shape), reversed(info.strides)):
+        if size > 1 and stride != step:
+            return False
+        step *= size
+    return True
 
 
 def bucket_of(spec: DynamicSpec, call: Any) -> int:

@@ -213,7 +213,7 @@ def cut(program: Any, rules: Any, n: int, result: Any, argument: Callable[[int],
     axes, Python ints that follow the length recomputed, an argument handed back as
     `argument(index)` (the caller's own object)."""
     values = getattr(rules, "values", ())
-    leaves, _, structure = pytree.flatten(result)
+    leaves, structure = pytree.flatten_leaves(result)  # (every call: no paths)
     out = []
     for k, (leaf, o, axes) in enumerate(zip(leaves, program.outputs, rules)):
         if o.kind == OutputKind.INPUT:  # the caller's own object, not the padded copy
@@ -232,9 +232,12 @@ def sliced(result: Any, axes: tuple[Rule, ...], n: int) -> Any:
     if not axes:
         return result
     index = [slice(None)] * (max(a for a, _, _ in axes) + 1)
+    whole = True
     for axis, a, b in axes:
-        index[axis] = slice(0, max(0, a * n + b))
-    return result[tuple(index)]
+        length = max(0, a * n + b)
+        index[axis] = slice(0, length)
+        whole = whole and length >= result.shape[axis]
+    return result if whole else result[tuple(index)]  # (a device array's slice costs)
 
 
 def check_combines(program: Any, longer: Any) -> None:

@@ -97,18 +97,11 @@ def flatten_ordered(obj: Any, names: Callable[[Any], str] | str = "") -> tuple[l
     the order it was given, and code may depend on it (`for k, v in d.items()`)."""
     leaves, paths, spec = flatten(obj, names)
     orders = []
-    seen: set[tuple] = set()
-    for accessor in spec.accessors():
-        for i, entry in enumerate(accessor):
-            if isinstance(entry, optree.MappingEntry) and entry.type in _UNORDERED:
-                where = tuple(e.entry for e in accessor[:i])
-                if where not in seen:
-                    seen.add(where)
-                    keys = tuple(accessor[:i](obj).keys())
-                    # keys equal but not alike (0.0 and -0.0, 1 and True) are told apart too
-                    if list(keys) != sorted(keys, key=repr) or \
-                            not all(type(k) is str for k in keys):
-                        orders.append((where, tuple((type(k), repr(k)) for k in keys)))
+    for acc in dicts_in(spec):
+        keys = tuple(acc(obj).keys())
+        # keys equal but not alike (0.0 and -0.0, 1 and True) are told apart too
+        if list(keys) != sorted(keys, key=repr) or not all(type(k) is str for k in keys):
+            orders.append((tuple(e.entry for e in acc), tuple((type(k), repr(k)) for k in keys)))
     return leaves, paths, spec, tuple(orders)
 
 

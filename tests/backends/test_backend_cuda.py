@@ -429,7 +429,7 @@ def _direct_launches(f):
     return [e.executable for e in f.compiled if getattr(e.executable, "armed", None)]
 
 
-def test_same_objects_replay_directly_and_stay_correct(backend, fixed_device_arrays):
+def test_same_objects_replay_directly_and_stay_correct(backend):
     @tg.compile(backend=backend)
     def step(x):
         axpb[2, 32](x, 2.0, 1.0)
@@ -447,7 +447,7 @@ def test_same_objects_replay_directly_and_stay_correct(backend, fixed_device_arr
         assert _direct_launches(step)
 
 
-def test_direct_replays_keep_held_results(backend, fixed_device_arrays):
+def test_direct_replays_keep_held_results(backend):
     @tg.compile(backend=backend)
     def step(x):
         out = tg.empty_like(x)
@@ -462,7 +462,7 @@ def test_direct_replays_keep_held_results(backend, fixed_device_arrays):
 
 
 def test_a_call_on_another_stream_stays_ordered_with_the_default_stream_s(
-        backend, fixed_device_arrays):
+        backend):
     @tg.compile(backend=backend)
     def step(x):
         axpb[2, 32](x, 2.0, 1.0)
@@ -477,7 +477,7 @@ def test_a_call_on_another_stream_stays_ordered_with_the_default_stream_s(
     np.testing.assert_array_equal(to_host(x1), 3)
 
 
-def test_direct_replays_after_clear_and_between_threads(backend, fixed_device_arrays):
+def test_direct_replays_after_clear_and_between_threads(backend):
     import threading
 
     @tg.compile(backend=backend)
@@ -503,7 +503,7 @@ def test_direct_replays_after_clear_and_between_threads(backend, fixed_device_ar
         np.testing.assert_array_equal(to_host(x), 25)
 
 
-def test_a_direct_replay_raises_a_failed_callback(backend, fixed_device_arrays):
+def test_a_direct_replay_raises_a_failed_callback(backend):
     calls = []
 
     def boom():
@@ -541,8 +541,7 @@ def test_each_instantiated_or_updated_executable_is_uploaded():
     assert fake.counts["upload"] == before + 3
 
 
-def test_an_armed_function_called_inside_another_trace_joins_it(backend,
-                                                                 fixed_device_arrays):
+def test_an_armed_function_called_inside_another_trace_joins_it(backend):
     @tg.compile(backend=backend)
     def inner(w):
         axpb[2, 32](w, 1.0, 1.0)
@@ -566,7 +565,7 @@ def test_an_armed_function_called_inside_another_trace_joins_it(backend,
         ["axpb", "axpb"]
 
 
-def test_direct_replays_with_moved_arrays_keep_the_signature(backend, fixed_device_arrays):
+def test_direct_replays_with_moved_arrays_keep_the_signature(backend):
     """Other device arrays of the same signature are re-pointed on the direct path; one
     sharing memory with another argument, or of other strides, is another signature."""
     @tg.compile(backend=backend)
@@ -615,7 +614,7 @@ def test_device_arrays_on_two_gpus_are_a_signature_error(backend, fake_devices):
         f(x, y)
 
 
-def test_one_executable_per_gpu(backend, fake_devices, fixed_device_arrays):
+def test_one_executable_per_gpu(backend, fake_devices):
     f = diamond(backend)
     a = [cuda.to_device(np.full(N, float(k))) for k in range(4)]
     fake_devices[id(a[2])] = fake_devices[id(a[3])] = 1
@@ -767,7 +766,7 @@ def test_a_numpy_bool_scalar_argument_is_a_bool_in_the_kernel(backend, value):
 
 
 @pytest.mark.fake_platform
-def test_calls_on_the_caller_s_stream_take_the_direct_path(fixed_device_arrays):
+def test_calls_on_the_caller_s_stream_take_the_direct_path():
     """The same objects on the same stream: no argument analysis, one launcher made for the
     stream (then reused), results as eager."""
     fake = _fake()
@@ -787,8 +786,7 @@ def test_calls_on_the_caller_s_stream_take_the_direct_path(fixed_device_arrays):
 
 
 @pytest.mark.fake_platform
-def test_ping_pong_arrays_are_described_once_on_the_direct_path(fixed_device_arrays,
-                                                                monkeypatch):
+def test_ping_pong_arrays_are_described_once_on_the_direct_path(monkeypatch):
     from tracegraph.backends.cuda import executable
     described = []
     real = executable.describe

@@ -389,8 +389,7 @@ def test_a_failed_compile_leaves_nothing_behind(backend):
 
 # -- the memo of the last arguments, and other arrays of the same kind (ping-pong) ----------
 
-def test_alternating_arrays_reuse_the_signature_without_re_analysis(backend,
-                                                                   fixed_device_arrays):
+def test_alternating_arrays_reuse_the_signature_without_re_analysis(backend):
     f = tg.compile(lambda src, dst: copy[1, 16](src, dst), backend=backend)
     a, b = cuda.to_device(np.arange(16.0)), cuda.to_device(np.arange(16.0) * 2)
     out = cuda.device_array(16)
@@ -407,7 +406,7 @@ def test_alternating_arrays_reuse_the_signature_without_re_analysis(backend,
 
 
 @pytest.mark.parametrize("other", ["shape", "dtype", "strides", "host", "shared memory"])
-def test_other_arrays_of_another_kind_get_a_full_analysis(backend, fixed_device_arrays, other):
+def test_other_arrays_of_another_kind_get_a_full_analysis(backend, other):
     f = tg.compile(lambda src, dst: copy[1, 16](src, dst), backend=backend)
     a, out = cuda.to_device(np.arange(16.0)), cuda.device_array(16)
     f(a, out)

@@ -414,7 +414,7 @@ def test_padded_device_copies_are_reused_with_their_padding_filled_again(backend
         assert step(arg, seen) is arg
         np.testing.assert_array_equal(host(arg), 2 * x + 1)
         assert host(seen)[0] == -5.0  # the padding, not what the last run wrote there
-        copies |= {id(kept[0]) for kept in step._pads.values()}
+        copies |= {id(kept[0]) for kept in step._padder.pool.values()}
     assert len(copies) == 1 and len(step.compiled) == 1
 
 

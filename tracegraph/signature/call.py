@@ -80,9 +80,22 @@ class Call:
 class TreeMemo(NamedTuple):
     """What the memo of a call with containers checks besides its leaves."""
     arity: int
-    spec: Any                 # the structure of (args, {})
-    dynamic: dict[int, tuple]  # leaf -> its key, for dynamic scalars
-    dicts: tuple              # (accessor, keys in order) per dict holding leaves
+    spec: Any     # the structure of (args, {})
+    dicts: tuple  # (accessor, key order) per dict holding leaves
+
+
+class Memo(NamedTuple):
+    """The last call's analysis, and what a call must match to reuse it."""
+    refs: tuple                 # weak references to its arguments, or its leaves (tree)
+    leaves: tuple | None        # its leaves where they are not its arguments (defaults)
+    parts: tuple                # (paths, tree, infos, key) of its Call
+    disjoint: bool              # no two arrays share memory: others of a kind may come
+    dynamic: dict[int, tuple]   # leaf -> its key, for the dynamic scalars
+    tree: TreeMemo | None       # for arguments holding containers
+
+
+def _deref(ref: Any) -> Any:
+    return ref[0] if type(ref) is tuple else ref()
 
 
 class CallAnalyzer:
@@ -104,7 +117,7 @@ class CallAnalyzer:
         # keywords are matched by name: their order is part of the signature only where
         # the function's **kwargs is used beyond reading it by name (keywords.py)
         self.keyword_order = keyword_order_matters(fn)
-        self.memo: tuple | None = None  # (weak) last arguments and their Call parts
+        self.memo: Memo | None = None  # the last call's analysis (weakly)
 
     def forget(self) -> None:
         self.memo = None
@@ -116,48 +129,67 @@ class CallAnalyzer:
     # -- the memo ---------------------------------------------------------------
     def _reuse(self, args: tuple) -> Call | None:
         """The last call's analysis, when called again with the very same objects whose
-        metadata cannot change (device arrays, scalars): the common replay loop."""
+        metadata cannot change (device arrays, scalars): the common replay loop. Also
+        for other arrays of the same shape, dtype, strides and placement where no two
+        arrays share memory, before or now (a ping-pong loop): only those are described."""
         memo = self.memo
         if memo is None:
             return None
-        last_args, last_leaves, rest, extents, dynamic = memo
-        if type(last_args) is TreeMemo:
-            return self._reuse_tree(args, last_args, last_leaves, rest, extents)
-        if len(args) != len(last_args):
+        if memo.tree is not None:
+            return self._reuse_tree(args, memo)
+        if len(args) != len(memo.refs):
             return None
-        for k, (a, r) in enumerate(zip(args, last_args)):
-            if (r[0] if type(r) is tuple else r()) is not a:
-                if k in dynamic and self._leaf_key(a, rest[0][k], None, None) == dynamic[k]:
-                    continue  # a dynamic scalar: keyed by its type
-                return self._reuse_moved(args, memo) if extents is not None else None
-        leaves = (list(args) if last_leaves is None else
-                  [r[0] if type(r) is tuple else r() for r in last_leaves])
-        return Call(leaves, *rest)
+        if memo.leaves is not None:  # defaults among the leaves: the very same objects only
+            if all(_deref(r) is a for a, r in zip(args, memo.refs)):
+                return Call([_deref(r) for r in memo.leaves], *memo.parts)
+            return None
+        return self._matched(list(args), memo)
 
-    def _reuse_moved(self, args: tuple, memo: tuple) -> Call | None:
-        """The last call's signature for other arrays of the same shape, dtype, strides and
-        placement where the last call had no two arguments sharing memory and these do not
-        either (a ping-pong loop): only the new arrays are described."""
-        last_args, _, (paths, tree, infos, key), extents, dynamic = memo
-        infos, extents = list(infos), list(extents)
-        for i, (a, r) in enumerate(zip(args, last_args)):
-            if (r[0] if type(r) is tuple else r()) is a:
+    def _reuse_tree(self, args: tuple, memo: Memo) -> Call | None:
+        """The same for arguments holding containers: flattened again (they may have
+        changed), where the structure and the key order of its dicts are the same."""
+        tree = memo.tree
+        if tree is None or len(args) != tree.arity:
+            return None
+        root: tuple = (args, {})
+        leaves, spec = pytree.flatten_leaves(root)
+        if spec != tree.spec:
+            return None
+        for acc, keys in tree.dicts:
+            if pytree.key_order(acc(root)) != keys:
+                return None
+        return self._matched(leaves, memo)
+
+    def _matched(self, leaves: list, memo: Memo) -> Call | None:
+        """The memo's Call for these leaves, leaf by leaf: the same object, a dynamic
+        scalar of the same key, an equal scalar, or an array of the same kind (described)."""
+        paths, tree, infos, key = memo.parts
+        moved = False
+        for i, (x, r) in enumerate(zip(leaves, memo.refs)):
+            if _deref(r) is x:
                 continue
-            if i in dynamic and self._leaf_key(a, paths[i], None, None) == dynamic[i]:
+            part = memo.dynamic.get(i)
+            if part is not None:  # a dynamic scalar: keyed by its type
+                if self._leaf_key(x, paths[i], None, None) != part:
+                    return None
                 continue
             old = infos[i]
-            if old is None and same_value(a, r):
+            if old is None and same_value(x, r):
                 continue  # an equal scalar: the same key
-            if old is None or not arguments.has_fixed_metadata(a):
+            if old is None or not memo.disjoint or not arguments.has_fixed_metadata(x):
                 return None
-            info = arguments.describe(a)
+            info = arguments.describe(x)
             if info is None or array_key(info, None) != array_key(old, None):
                 return None
-            infos[i], extents[i] = info, info.extent
-        if not arguments.disjoint(infos):
-            return None  # now sharing memory: another signature
-        self.memo = (tuple(map(weak, args)), None, (paths, tree, infos, key), extents, dynamic)
-        return Call(list(args), paths, tree, infos, key)
+            if not moved:
+                infos, moved = list(infos), True
+            infos[i] = info
+        if moved:
+            if not arguments.disjoint(infos):
+                return None  # now sharing memory: another signature
+            self.memo = memo._replace(refs=tuple(map(weak, leaves)),
+                                      parts=(paths, tree, infos, key))
+        return Call(leaves, paths, tree, infos, key)
 
     # -- the full analysis --------------------------------------------------------
     def _prepare(self, args: tuple, kwargs: dict) -> Call:
@@ -169,71 +201,29 @@ class CallAnalyzer:
             leaves, paths, tree, orders = self._bind(args, kwargs)
         call = self.from_leaves(leaves, paths, tree, orders)
         infos, key = call.infos, call.key
-        if not kwargs and all(arguments.has_fixed_metadata(a) for a in args):
+        if kwargs:
+            return call
+        parts = (paths, tree, infos, key)
+        if all(arguments.has_fixed_metadata(a) for a in args):
             # weakly: a compiled function must not keep its caller's arrays alive
             simple = len(leaves) == len(args) and all(leaf is a for leaf, a in zip(leaves, args))
-            # where no two arguments share memory, _reuse_moved can take other arrays
-            extents = ([i.extent if i is not None else None for i in infos]
-                       if simple and arguments.disjoint(infos) else None)
-            self.memo = (tuple(map(weak, args)), None if simple else tuple(map(weak, leaves)),
-                         (paths, tree, infos, key), extents,
-                         self._dynamic_keys(paths, key) if simple else {})
-        elif not kwargs and len(args) == self.positional_arity and \
+            self.memo = Memo(tuple(map(weak, args)),
+                             None if simple else tuple(map(weak, leaves)), parts,
+                             simple and arguments.disjoint(infos),
+                             self._dynamic_keys(paths, key) if simple else {}, None)
+        elif len(args) == self.positional_arity and \
                 all(map(arguments.has_fixed_metadata, leaves)):
-            self.memo = (TreeMemo(len(args), pytree.flatten_leaves((args, {}))[1],
-                                  self._dynamic_keys(paths, key),
-                                  tuple((acc, pytree.key_order(acc((args, {}))))
-                                        for acc in pytree.dicts_in(tree))),
-                         tuple(map(weak, leaves)), (paths, tree, infos, key),
-                         [i.extent if i is not None else None for i in infos]
-                         if arguments.disjoint(infos) else None, None)
+            root: tuple = (args, {})
+            self.memo = Memo(tuple(map(weak, leaves)), None, parts, arguments.disjoint(infos),
+                             self._dynamic_keys(paths, key),
+                             TreeMemo(len(args), pytree.flatten_leaves(root)[1],
+                                      tuple((acc, pytree.key_order(acc(root)))
+                                            for acc in pytree.dicts_in(tree))))
         return call
 
     def _dynamic_keys(self, paths: list, key: tuple) -> dict[int, tuple]:
         """leaf -> its part of the key, for the dynamic scalars (keyed by type)."""
         return {i: k for i, (p, k) in enumerate(zip(paths, key[1:])) if p in self.scalars}
-
-    def _reuse_tree(self, args: tuple, memo: TreeMemo, last_leaves: tuple, rest: tuple,
-                    extents: list | None) -> Call | None:
-        """The last call's analysis for arguments holding containers: flattened again (the
-        containers may have changed), then as _reuse and _reuse_moved, leaf by leaf, where
-        the structure and the key order of its dicts are the same."""
-        if len(args) != memo.arity:
-            return None
-        root: tuple = (args, {})
-        leaves, spec = pytree.flatten_leaves(root)
-        if spec != memo.spec or len(leaves) != len(last_leaves):
-            return None
-        paths, tree, infos, key = rest
-        moved = False
-        for i, (x, r) in enumerate(zip(leaves, last_leaves)):
-            if (r[0] if type(r) is tuple else r()) is x:
-                continue
-            part = memo.dynamic.get(i)
-            if part is not None:  # a dynamic scalar: keyed by its type
-                if self._leaf_key(x, paths[i], None, None) != part:
-                    return None
-                continue
-            old = infos[i]
-            if old is None and same_value(x, r):
-                continue  # an equal scalar: the same key
-            if old is None or extents is None or not arguments.has_fixed_metadata(x):
-                return None
-            info = arguments.describe(x)
-            if info is None or array_key(info, None) != array_key(old, None):
-                return None
-            if not moved:
-                infos, moved = list(infos), True
-            infos[i] = info
-        for acc, keys in memo.dicts:
-            if pytree.key_order(acc(root)) != keys:
-                return None
-        if moved:
-            if not arguments.disjoint(infos):
-                return None  # now sharing memory: another signature
-            self.memo = (memo, tuple(map(weak, leaves)), (paths, tree, infos, key),
-                         [i.extent if i is not None else None for i in infos], None)
-        return Call(leaves, paths, tree, infos, key)
 
     def from_leaves(self, leaves: list, paths: list, tree: Any, orders: tuple = ()) -> Call:
         """The Call of already flattened arguments (no memo). `orders`: the key order of

@@ -179,7 +179,7 @@ def test_a_global_device_array_rebound_is_followed(backend):
     np.testing.assert_array_equal(f(x).copy_to_host(), _x() + 10.0)
 
 
-def test_the_direct_replay_sees_a_changed_name(backend, fixed_device_arrays):
+def test_the_direct_replay_sees_a_changed_name(backend):
     """A call of the very same device arrays replays without describing them (the C helper
     where it is built): it checks the names too."""
     CFG.scale = 2.0
@@ -201,7 +201,7 @@ def test_the_direct_replay_sees_a_changed_name(backend, fixed_device_arrays):
     np.testing.assert_array_equal(out.copy_to_host(), 2.0 * _x())
 
 
-def test_a_method_called_on_self_does_not_trace_every_call(backend, fixed_device_arrays):
+def test_a_method_called_on_self_does_not_trace_every_call(backend):
     """`self.helper(x)` reads a new bound method each time: the same instance and
     function, so the same graph."""
     class Model:

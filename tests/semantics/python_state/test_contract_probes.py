@@ -71,8 +71,7 @@ def test_a_keyword_only_parameter_at_its_default_is_checked(backend):
     np.testing.assert_array_equal(f(x), 2.0 * x)
 
 
-def test_a_keyword_only_default_is_checked_by_the_direct_replay(backend,
-                                                                 fixed_device_arrays):
+def test_a_keyword_only_default_is_checked_by_the_direct_replay(backend):
     DEFAULT.scale = 1.0
 
     @tg.compile(backend=backend)
@@ -235,7 +234,7 @@ def test_classmethod_and_staticmethod_outside_compile_are_checked(backend):
 
 # --- ways of making the compiled callable -----------------------------------------------
 
-def test_compiling_a_bound_method_checks_chains_from_self(backend, fixed_device_arrays):
+def test_compiling_a_bound_method_checks_chains_from_self(backend):
     class Model:
         t = 2.0
 
@@ -252,8 +251,7 @@ def test_compiling_a_bound_method_checks_chains_from_self(backend, fixed_device_
 
 
 @pytest.mark.parametrize("bind", ["positional", "keyword"])
-def test_compiling_a_partial_checks_chains_from_its_bound_arguments(backend, bind,
-                                                                    fixed_device_arrays):
+def test_compiling_a_partial_checks_chains_from_its_bound_arguments(backend, bind):
     cfg = _ns(scale=2.0)
 
     def step(x, out, cfg):
@@ -273,7 +271,7 @@ def test_compiling_a_partial_checks_chains_from_its_bound_arguments(backend, bin
         np.testing.assert_array_equal(out.copy_to_host(), t * _x())
 
 
-def test_compiling_a_callable_object_checks_chains_from_self(backend, fixed_device_arrays):
+def test_compiling_a_callable_object_checks_chains_from_self(backend):
     class Step:
         t = 2.0
 
@@ -290,7 +288,7 @@ def test_compiling_a_callable_object_checks_chains_from_self(backend, fixed_devi
 
 
 def test_instances_of_a_class_with_a_compiled_method_keep_their_own_state(
-        backend, fixed_device_arrays):
+        backend):
     class Model:
         def __init__(self, t):
             self.t = t
@@ -481,8 +479,7 @@ def test_a_property_raising_on_an_untaken_branch_is_not_an_error(backend):
 
 # --- the direct replay, call forms, key= with max_graphs and dynamic= -------------------
 
-def test_the_direct_replay_follows_scalar_arguments_in_every_call_form(backend,
-                                                                      fixed_device_arrays):
+def test_the_direct_replay_follows_scalar_arguments_in_every_call_form(backend):
     @tg.compile(backend=backend)
     def f(x, out, a=1.0):
         scale[1, N](x, a, out)
@@ -499,7 +496,7 @@ def test_the_direct_replay_follows_scalar_arguments_in_every_call_form(backend,
 
 
 def test_key_with_max_graphs_evicts_and_traces_again_on_the_direct_replay(
-        backend, fixed_device_arrays):
+        backend):
     state = _ns(v=2.0)
     hidden = (lambda: state.v)
 
@@ -576,7 +573,7 @@ def test_verify_raises_no_error_for_objects_a_trace_makes_anew(backend):
     assert len(log) == 3
 
 
-def test_verify_every_nth_call_also_counts_direct_replays(backend, fixed_device_arrays):
+def test_verify_every_nth_call_also_counts_direct_replays(backend):
     state = _ns(v=2.0)
     hidden = (lambda: state.v)
 
@@ -637,7 +634,7 @@ def _in_threads(work, values):
     return errors
 
 
-def test_threads_with_a_thread_local_key_and_shared_inputs(backend, fixed_device_arrays):
+def test_threads_with_a_thread_local_key_and_shared_inputs(backend):
     local = threading.local()
     hidden = (lambda: local.v)
 

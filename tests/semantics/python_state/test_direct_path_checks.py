@@ -56,7 +56,7 @@ IDX = 0
 
 
 def test_a_graph_traced_for_what_a_selector_finds_now_replays_directly_and_back(
-        backend, fixed_device_arrays):
+        backend):
     global IDX
 
     def step(x):
@@ -80,7 +80,7 @@ W_HELD = None
 
 
 def test_an_argument_moved_onto_a_captured_array_takes_the_graph_for_that_overlap(
-        backend, fixed_device_arrays):
+        backend):
     # apart, x's doubling and out = W + 1 are independent; with x over W's memory the
     # read of W must follow the write (another graph): a direct replay re-pointing x
     # would run them in either order
@@ -129,7 +129,7 @@ def _changeable(array):
 
 
 def test_an_input_copying_could_follow_replays_directly_until_it_moves(
-        backend, fixed_device_arrays):
+        backend):
     def step(x):
         for _ in range(48):  # many nodes read a small x: copying it could win
             add_to[1, 32](x, 1.0)
@@ -158,7 +158,7 @@ def scale_add(x, a, b):
 
 
 def test_equal_scalars_made_anew_each_call_replay_directly_and_new_values_trace(
-        backend, fixed_device_arrays):
+        backend):
     def step(x, a, b):
         scale_add[1, 32](x, a, b)
 

@@ -83,7 +83,7 @@ class Aliased:
 
 
 def test_a_method_held_under_another_name_is_followed_when_rebound(
-        backend, fixed_device_arrays):
+        backend):
     m = Aliased()
 
     def step(x):
@@ -150,7 +150,7 @@ def _plain2(x):
 
 
 def test_methods_reached_through_a_class_are_followed_when_rebound(
-        backend, fixed_device_arrays):
+        backend):
     saved = dict(vars(K))
 
     def step(x):
@@ -177,7 +177,7 @@ class Act(enum.Enum):
 ACT_MEMBER = Act.UP
 
 
-def test_an_enum_member_s_method_is_followed_when_rebound(backend, fixed_device_arrays):
+def test_an_enum_member_s_method_is_followed_when_rebound(backend):
     original = Act.launch
 
     def launch2(self, x):
@@ -247,7 +247,7 @@ class MockedLayer:
         axpy[1, 32](x, self.W, 1.0)
 
 
-def test_mocks_patched_in_one_after_another_are_each_followed(backend, fixed_device_arrays):
+def test_mocks_patched_in_one_after_another_are_each_followed(backend):
     m = MockedLayer()
 
     def ablate(v):
@@ -284,7 +284,7 @@ class Pretends(PBase):
 
 
 def test_an_object_whose_class_is_a_property_does_not_trace_every_call(
-        backend, fixed_device_arrays):
+        backend):
     m = Pretends()
 
     def step(x):
@@ -294,7 +294,7 @@ def test_an_object_whose_class_is_a_property_does_not_trace_every_call(
 
 
 def test_a_class_made_by_exec_without_a_module_name_is_followed_when_rebound(
-        backend, fixed_device_arrays):
+        backend):
     ns = {"add_to": add_to}
     exec("class Gen:\n    def run(self, x):\n        add_to[1, 32](x, 2.0)\n", ns)
     gen = ns["Gen"]()

@@ -130,7 +130,7 @@ def inc(x):
 
 
 def test_a_host_array_read_for_its_layout_reshaped_in_place_traces_again(
-        backend, fixed_device_arrays):
+        backend):
     def step(x):
         for _ in range(len(H)):  # (read only for its layout: checked by identity and layout)
             inc[1, 32](x)

@@ -65,7 +65,7 @@ def test_key_graphs_are_bounded_by_max_graphs(backend):
     assert (info.graphs, info.misses[0], info.evictions + info.updates) == (2, 4, 2)
 
 
-def test_key_is_checked_by_the_direct_replay(backend, fixed_device_arrays):
+def test_key_is_checked_by_the_direct_replay(backend):
     S.value = 2.0
 
     @tg.compile(backend=backend, key=lambda: (S.value,))
