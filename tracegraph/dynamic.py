@@ -9,7 +9,6 @@ on every call instead of being baked into the graph.
 """
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -20,7 +19,7 @@ from . import _numba, dynamic_results
 from .errors import SignatureError, TraceError
 from .ir import OutputKind
 from .location import user_location
-from .signature import DEVICE, ArrayInfo, Call, alias_groups, describe
+from .signature import ArrayInfo, Call, alias_groups
 
 VALUE = "value"  # dynamic={"dt": "value"}: a scalar patched per call
 LENGTH = "<length>"  # the hidden last leaf of a dynamic call: its true length
@@ -190,6 +189,7 @@ def refuse_captured_overlap(padded: Padded, program: Any, paths: list[str],
     arguments. A host one whose memory the function copies in after writing it
     (bind._refuse_constants_after_host_writes, which the copy hid from the trace) too."""
     from .ir import BufferKind
+    from .signature import DEVICE, describe
     from .trace.bind import constant_after_write, constant_after_write_error
     captured = [(b.address, b.address + b.nbytes) for b in program.buffers
                 if b.kind == BufferKind.EXTERNAL]
@@ -247,7 +247,7 @@ def _padded(x: Any, info: Any, axis: int, n: int, b: int, fill: Any, written: bo
         padded = cuda.device_array((b, *rows), info.dtype)
     else:
         padded = kept[0]
-    if n and not _copy_rows(padded, x, 0, n):
+    if n:
         padded[:n].copy_to_device(cuda.as_cuda_array(x) if not hasattr(x, "copy_to_host")
                                   else x)
     if kept is None:
@@ -255,7 +255,7 @@ def _padded(x: Any, info: Any, axis: int, n: int, b: int, fill: Any, written: bo
         padded[n:].copy_to_device(tail)
         if pool is not None:  # the pad value in every row, for later calls' padding
             kept = (padded, cuda.to_device(np.full((b, *rows), value, info.dtype)))
-    elif not _copy_rows(padded, kept[1], n, b):
+    else:
         padded[n:].copy_to_device(kept[1][n:])
     if kept is not None and taken is not None:
         taken[0][taken[1]] = (key, kept)
@@ -334,40 +334,9 @@ def copy_back(padded: Padded, written: set[int]) -> None:
             original[...] = copy[index]
         else:
             from numba import cuda
-            if _copy_rows(original, copy, 0, padded.n):
-                continue
             target = original if hasattr(original, "copy_to_device") else \
                 cuda.as_cuda_array(original)
             target.copy_to_device(copy[index])
-
-
-def _copy_rows(dst: Any, src: Any, start: int, stop: int) -> bool:
-    """Rows start..stop of device array src into dst's as one copy enqueued on the
-    default stream (where the call's graph runs), without waiting for the GPU as Numba's
-    copy_to_device does; False where both are not C-contiguous alike on a GPU (then the
-    caller copies through Numba)."""
-    if _numba.SIMULATOR:
-        return False
-    to, of = describe(dst), describe(src)
-    if to is None or of is None or to.placement != DEVICE or of.placement != DEVICE or \
-            to.dtype != of.dtype or to.shape[1:] != of.shape[1:] or \
-            not (_c_contiguous(to) and _c_contiguous(of)):
-        return False
-    row = to.dtype.itemsize * math.prod(to.shape[1:])
-    if stop > start:
-        from .backends.cuda.handles import copy_on_default_stream
-        copy_on_default_stream(to.ptr + start * row, of.ptr + start * row,
-                               (stop - start) * row)
-    return True
-
-
-def _c_contiguous(info: ArrayInfo) -> bool:
-    step = info.dtype.itemsize
-    for size, stride in zip(reversed(info.shape), reversed(info.strides)):
-        if size > 1 and stride != step:
-            return False
-        step *= size
-    return True
 
 
 def bucket_of(spec: DynamicSpec, call: Any) -> int:

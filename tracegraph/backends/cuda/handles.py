@@ -86,13 +86,6 @@ def driver() -> Any:
     return _DRIVER[0]
 
 
-def copy_on_default_stream(dst: int, src: int, nbytes: int) -> None:
-    """nbytes of device memory from src to dst, enqueued on the legacy default stream
-    without waiting for the GPU (a padded call's rows: dynamic.py)."""
-    err = driver().cuMemcpyDtoDAsync(dst, src, nbytes, 0)[0]
-    check(err, "cuMemcpyDtoDAsync")
-
-
 def pinned(address: int, nbytes: int) -> bool:
     """Is [address, address + nbytes) page-locked host memory the GPU can copy directly?"""
     drv = driver()
