@@ -217,7 +217,7 @@ class CompiledFunction:
         `state`: the checked names' and key()'s values (contract/), part of the key."""
         padded = None
         if self._spec is not None and self._spec.axes:
-            call, padded = self._padded(call, reuse=launch and stream is None)
+            call, padded = self._padded(call, reuse=launch and stream is None, stream=stream)
         if state:
             last = self._keyed  # the last call's key, where its key and state were these
             if last is not None and last[0] is call.key and last[1] == state:
@@ -242,15 +242,16 @@ class CompiledFunction:
         result = executable.run(call.leaves, call.infos, stream)
         if padded is None:
             return result
-        result = dynamic.finish(entry, padded, result)
+        result = dynamic.finish(entry, padded, result, stream)
         if stream is None and self._padder is not None:
             self._padder.give_back(padded, entry.program)
         return result
 
-    def _padded(self, call: Call, reuse: bool = False) -> tuple[Call, Any]:
+    def _padded(self, call: Call, reuse: bool = False, stream: Any = None
+                ) -> tuple[Call, Any]:
         assert self._padder is not None  # (a function with dynamic axes has one)
         return self._padder.pad(call, self._calls, self._written if self._cache else None,
-                                reuse)
+                                reuse, stream)
 
     def _entry(self, call: Call, compile_missing: bool) -> Compiled:
         entry = self._cache.get(call.key)

@@ -9,6 +9,7 @@ on every call instead of being baked into the graph.
 """
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -19,7 +20,7 @@ from . import _numba, dynamic_results
 from .errors import SignatureError, TraceError
 from .ir import OutputKind
 from .location import user_location
-from .signature import ArrayInfo, Call, alias_groups
+from .signature import DEVICE, ArrayInfo, Call, alias_groups, describe
 
 VALUE = "value"  # dynamic={"dt": "value"}: a scalar patched per call
 LENGTH = "<length>"  # the hidden last leaf of a dynamic call: its true length
@@ -138,10 +139,11 @@ def dynamic_leaves(spec: DynamicSpec, paths: list[str], infos: list[ArrayInfo | 
 
 def pad_call(spec: DynamicSpec, leaves: list[Any], paths: list[str],
              infos: list[ArrayInfo | None], qualname: str, written: set[int] | None,
-             pool: dict | None = None) -> Padded:
+             pool: dict | None = None, stream: Any = None) -> Padded:
     """The call's dynamic arrays padded to the bucket of their common length n. `written`:
     the leaves compiled graphs write (None: not known yet), which must be copies. `pool`:
-    device copies earlier calls gave back (give_back), filled again instead of allocated."""
+    device copies earlier calls gave back (give_back), filled again instead of allocated.
+    `stream`: where the call's graph runs, and so where device rows are copied."""
     axes = dynamic_leaves(spec, paths, infos, qualname)
     lengths = {paths[i]: infos[i].shape[a] for i, a in axes.items()}  # type: ignore[union-attr]
     if len(set(lengths.values())) > 1:
@@ -156,7 +158,7 @@ def pad_call(spec: DynamicSpec, leaves: list[Any], paths: list[str],
         _refuse_shared_memory(axes, infos, paths, qualname)
         for i, axis in axes.items():
             out[i] = _padded(leaves[i], infos[i], axis, n, b, spec.pad_value(paths[i]),
-                             written is None or i in written, pool, (pooled, i))
+                             written is None or i in written, pool, (pooled, i), stream)
             if out[i] is not leaves[i]:
                 originals[i] = leaves[i]
     return Padded(out, n, b, originals, axes, pooled)
@@ -189,7 +191,6 @@ def refuse_captured_overlap(padded: Padded, program: Any, paths: list[str],
     arguments. A host one whose memory the function copies in after writing it
     (bind._refuse_constants_after_host_writes, which the copy hid from the trace) too."""
     from .ir import BufferKind
-    from .signature import DEVICE, describe
     from .trace.bind import constant_after_write, constant_after_write_error
     captured = [(b.address, b.address + b.nbytes) for b in program.buffers
                 if b.kind == BufferKind.EXTERNAL]
@@ -218,7 +219,8 @@ def refuse_captured_overlap(padded: Padded, program: Any, paths: list[str],
 
 
 def _padded(x: Any, info: Any, axis: int, n: int, b: int, fill: Any, written: bool,
-            pool: dict | None = None, taken: tuple[dict, int] | None = None) -> Any:
+            pool: dict | None = None, taken: tuple[dict, int] | None = None,
+            stream: Any = None) -> Any:
     """x grown from n to b along `axis`: a view of the caller's own memory where it already
     has room and neither the padding's value nor a write there matters, else a copy (on the
     device, one from `pool` where there is one: its padding is copied from a device array
@@ -247,7 +249,10 @@ def _padded(x: Any, info: Any, axis: int, n: int, b: int, fill: Any, written: bo
         padded = cuda.device_array((b, *rows), info.dtype)
     else:
         padded = kept[0]
-    if n:
+    if n and not _copy_rows(padded, x, 0, n, stream):
+        if stream is not None:  # Numba copies on the legacy stream: x's writers first
+            from .backends.cuda.handles import synchronize
+            synchronize(stream)
         padded[:n].copy_to_device(cuda.as_cuda_array(x) if not hasattr(x, "copy_to_host")
                                   else x)
     if kept is None:
@@ -255,7 +260,7 @@ def _padded(x: Any, info: Any, axis: int, n: int, b: int, fill: Any, written: bo
         padded[n:].copy_to_device(tail)
         if pool is not None:  # the pad value in every row, for later calls' padding
             kept = (padded, cuda.to_device(np.full((b, *rows), value, info.dtype)))
-    else:
+    elif not _copy_rows(padded, kept[1], n, b, stream):
         padded[n:].copy_to_device(kept[1][n:])
     if kept is not None and taken is not None:
         taken[0][taken[1]] = (key, kept)
@@ -286,7 +291,7 @@ class Padder:
         self.pool, self._last = {}, None
 
     def pad(self, call: Call, calls: Any, written: set[int] | None,
-            reuse: bool) -> tuple[Call, Padded]:
+            reuse: bool, stream: Any = None) -> tuple[Call, Padded]:
         """The call padded to its bucket, with its true length as the last leaf
         (`calls`: the function's CallAnalyzer). `reuse`: kept copies may be filled again."""
         last = self._last
@@ -297,7 +302,7 @@ class Padder:
             return Call([*leaves, last.n], *last.parts), \
                 Padded(leaves, last.n, last.bucket, {}, last.axes)
         padded = pad_call(self.spec, call.leaves, call.paths, call.infos, self.qualname,
-                          written, self.pool if reuse else None)
+                          written, self.pool if reuse else None, stream)
         copies = {i: padded.leaves[i] for i in padded.originals}
         if last is not None and copies.keys() == last.copies.keys() and \
                 all(c is last.copies[i] for i, c in copies.items()):
@@ -320,8 +325,10 @@ class Padder:
                 self.pool[key] = kept
 
 
-def copy_back(padded: Padded, written: set[int]) -> None:
-    """The first n rows of each written padded copy back into the caller's array."""
+def copy_back(padded: Padded, written: set[int], stream: Any = None) -> None:
+    """The first n rows of each written padded copy back into the caller's array, on
+    `stream` after the graph; a copy Numba makes (not row-contiguous) waits for it."""
+    synchronized = False
     for i, original in padded.originals.items():
         if i not in written:
             continue
@@ -334,9 +341,44 @@ def copy_back(padded: Padded, written: set[int]) -> None:
             original[...] = copy[index]
         else:
             from numba import cuda
+            if _copy_rows(original, copy, 0, padded.n, stream):
+                continue
+            if stream is not None and not synchronized:  # Numba copies on the legacy stream
+                from .backends.cuda.handles import synchronize
+                synchronize(stream)
+                synchronized = True
             target = original if hasattr(original, "copy_to_device") else \
                 cuda.as_cuda_array(original)
             target.copy_to_device(copy[index])
+
+
+def _copy_rows(dst: Any, src: Any, start: int, stop: int, stream: Any) -> bool:
+    """Rows start..stop of device array src into dst's as one copy enqueued on `stream`
+    (where the call's graph runs), without waiting for the GPU as Numba's copy_to_device
+    does; False where both are not C-contiguous alike on a GPU (then the caller copies
+    through Numba)."""
+    if _numba.SIMULATOR:
+        return False
+    to, of = describe(dst), describe(src)
+    if to is None or of is None or to.placement != DEVICE or of.placement != DEVICE or \
+            to.dtype != of.dtype or to.shape[1:] != of.shape[1:] or \
+            not (_c_contiguous(to) and _c_contiguous(of)):
+        return False
+    row = to.dtype.itemsize * math.prod(to.shape[1:])
+    if stop > start:
+        from .backends.cuda.handles import copy_on_stream
+        copy_on_stream(to.ptr + start * row, of.ptr + start * row, (stop - start) * row,
+                       stream)
+    return True
+
+
+def _c_contiguous(info: ArrayInfo) -> bool:
+    step = info.dtype.itemsize
+    for size, stride in zip(reversed(info.shape), reversed(info.strides)):
+        if size > 1 and stride != step:
+            return False
+        step *= size
+    return True
 
 
 def bucket_of(spec: DynamicSpec, call: Any) -> int:
@@ -408,13 +450,13 @@ def _probes(program: Any, traced_at: Any, bucket: int) -> tuple[tuple[int, int],
                          "says)") from failure
 
 
-def finish(entry: Any, padded: Padded, result: Any) -> Any:
+def finish(entry: Any, padded: Padded, result: Any, stream: Any = None) -> Any:
     """After a padded run: written copies back into the caller's arrays, results cut to
     the true length (dynamic_results.cut), an argument handed back as the caller's own
     object. A length the function does not trace at raises before anything is copied."""
     rules = entry.dynamic_axes
     dynamic_results.refuse_failed(rules, padded.n)
-    copy_back(padded, {i.index for i in entry.program.inputs if i.written})
+    copy_back(padded, {i.index for i in entry.program.inputs if i.written}, stream)
     def argument(i: int) -> Any:  # the leaf past the arguments is tg.length(): n
         return padded.originals.get(i, padded.leaves[i] if i < len(padded.leaves) else
                                     padded.n)

@@ -139,6 +139,42 @@ def test_on_binds_a_method(backend):
     np.testing.assert_array_equal(_host(out), 4.0)
 
 
+@cuda.jit
+def slow_add_one(x, spins, one, zero):
+    """x[i] + 1 after `spins` dependent multiply-adds (a graph that takes a while)."""
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        t = x[i]
+        for _ in range(spins):
+            t = t * one + zero
+        x[i] = t + 1.0
+
+
+def _non_blocking_stream(backend):
+    """A stream that does not wait for the legacy default stream, nor it for this one."""
+    if backend != "cuda" or tg._numba.SIMULATOR:  # (the CPU stand-in has no streams)
+        return None
+    from cuda.core import Device
+    device = Device(cuda.get_current_device().id)
+    device.set_current()
+    return device.create_stream()
+
+
+def test_a_padded_call_on_a_non_blocking_stream_copies_its_rows_on_that_stream(backend):
+    """A padded call's rows are copied in and its written rows back on the stream the graph
+    runs on: on a non-blocking stream, the copy back waits for a slow graph."""
+    f = tg.compile(lambda x, spins: slow_add_one[1, 32](x, spins, 1.0, 0.0),
+                   dynamic={"x": 0}, buckets=(8,), backend=backend)
+    s = _non_blocking_stream(backend)
+    x = cuda.to_device(np.arange(5, dtype=np.float32))
+    spins = 3 if s is None else 2_000_000
+    for calls in (1, 2, 3):
+        f.on(s)(x, spins)
+        if s is not None:
+            s.sync()
+        np.testing.assert_array_equal(_host(x), np.arange(5) + calls)
+
+
 @pytest.mark.fake_platform
 @pytest.mark.parametrize("how", ["on", "keyword"])
 def test_the_stream_given_is_the_one_the_graph_launches_on(monkeypatch, how):

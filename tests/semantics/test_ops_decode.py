@@ -18,7 +18,7 @@ import pytest
 
 import tracegraph as tg
 from tracegraph import ops
-from tracegraph.ops import _warp, attention
+from tracegraph.ops import _warp, attention, gemv, nn
 
 argmax_module = importlib.import_module("tracegraph.ops.argmax")  # ops.argmax is the op
 
@@ -109,17 +109,73 @@ def test_linear_epilogues(backend, monkeypatch, engine, case):
 
 
 @pytest.mark.parametrize("engine", ["cublas", "kernel"])
-def test_linear_of_a_torch_oriented_weight_reads_it_in_place(backend, monkeypatch, engine):
+@pytest.mark.parametrize("rows", [3, 5])
+def test_linear_of_a_torch_oriented_weight_reads_it_in_place(backend, monkeypatch, engine,
+                                                             rows):
     """transpose_w=True: w is (n, k), the product x @ w.T, with no copy of w (a tied
     embedding as the output layer: one product node, nothing else)."""
     monkeypatch.setenv("TRACEGRAPH_MATMUL", engine)
     if ON_GPU and engine == "cublas":
         pytest.importorskip("nvmath.bindings.cublasLt")
-    x, emb = rand((3, 16), seed=12), rand((50, 16), seed=13)
+    x, emb = rand((rows, 16), seed=12), rand((50, 16), seed=13)
     f = tg.compile(lambda x, emb: ops.linear(x, emb, transpose_w=True), backend=backend)
     close(f(x, emb), (x.astype(F64) @ emb.T.astype(F64)).astype(F32), F32)
+    kernel = "gemv_cols" if rows <= gemv.ROWS else "matmul_tiled"
     assert [op.name for op in f.trace(x, emb).ops if op.kind in ("kernel", "library")] == \
-        (["cublaslt_linear"] if engine == "cublas" else ["matmul_tiled"])
+        (["cublaslt_linear"] if engine == "cublas" else [kernel])
+
+
+# (rows, k, n, orientation): one block of k, k split over blocks (the last block of each
+# column tile adds the partials), a tile past n, a torch-oriented w
+GEMV_SHAPES = {"one-row": (1, 24, 40, "numpy"), "split-k": (1, 301, 9, "numpy"),
+               "four-rows-split": (4, 133, 11, "numpy"), "torch-oriented": (2, 70, 13, "torch")}
+
+
+@pytest.mark.parametrize("shape", list(GEMV_SHAPES))
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_linear_of_a_few_rows_is_one_gemv_kernel(backend, monkeypatch, shape, dtype):
+    """At most gemv.ROWS rows: one GEMV kernel (a memset of its tickets beside it where k
+    is split) with bias, residual and activation applied in it; its sums in a fixed order,
+    so a replay gives the same bits; TRACEGRAPH_MATMUL=cublas sends it to cuBLASLt."""
+    monkeypatch.setenv("TRACEGRAPH_MATMUL", "auto")
+    m, k, n, orientation = GEMV_SHAPES[shape]
+    torch_oriented = orientation == "torch"
+    x, b, r = rand((m, k), dtype, 20), rand(n, dtype, 21), rand((m, n), dtype, 22)
+    w = rand((n, k) if torch_oriented else (k, n), dtype, 23, 0.3)
+
+    @tg.compile(backend=backend)
+    def f(x, w, b, r):
+        a = ops.linear(x, w, b, activation="gelu", transpose_w=torch_oriented)
+        c = ops.linear(x, w, residual=r, activation="relu", transpose_w=torch_oriented)
+        ops.linear(x, w, b, residual=r, out=r, transpose_w=torch_oriented)  # in place
+        return a, c
+
+    w64 = (w.T if torch_oriented else w).astype(F64)
+    z = x.astype(F64) @ w64
+    r0 = r.copy()
+    a, c = f(x, w, b, r)
+    close(a, np_gelu(z + b).astype(dtype), dtype)
+    close(c, np.maximum(z + r0, 0).astype(dtype), dtype)
+    close(r, (z + b + r0).astype(dtype), dtype)
+    r[...] = r0
+    a2, c2 = f(x, w, b, r)  # a replay: the tickets were zeroed again, the sums in one order
+    assert np.array_equal(a, a2) and np.array_equal(c, c2)
+    names = [op.name for op in f.trace(x, w, b, r).ops if op.kind in ("kernel", "library")]
+    kernel = "gemv_cols" if torch_oriented else "gemv_rows"
+    assert names == [kernel] * 3
+    split = not torch_oriented and gemv.split_plan(k, n)[1] > 1
+    assert shape != "split-k" or split
+    memsets = [op for op in f.trace(x, w, b, r).ops if op.kind == "memset"]
+    assert len(memsets) == (3 if split else 0)
+
+
+def test_linear_of_more_rows_or_mixed_dtypes_is_not_a_gemv(monkeypatch):
+    monkeypatch.setenv("TRACEGRAPH_MATMUL", "kernel")
+    f = tg.compile(lambda x, w, b: ops.linear(x, w, b), backend="sim")
+    names = lambda *a: [op.name for op in f.trace(*a).ops if op.kind == "kernel"]  # noqa: E731
+    assert names(rand((5, 8)), rand((8, 3)), rand(3)) == ["matmul_tiled", "add"]
+    assert names(rand((1, 8)), rand((8, 3)), rand(3, F64))[0] == "matmul_tiled"
+    assert names(rand((1, 8)), rand((8, 3)), rand(3)) == ["gemv_rows"]
 
 
 def test_linear_refuses_a_residual_of_another_shape():
@@ -160,9 +216,10 @@ GROUPS = {"warp-pairs": (64, 64), "two-rows-a-block": (32, 64)}
                          ids=lambda c: f"{np.dtype(c[0]).name}-{c[1]}")
 def test_layer_norm_and_softmax_by_row_groups(backend, monkeypatch, dtype_groups):
     dtype, groups = dtype_groups
-    if groups != "default":
+    if groups != "default":  # layer_norm through its group kernel too, not a warp's
         group, block = GROUPS[groups]
         monkeypatch.setattr(_warp, "row_groups", lambda _n, _rows: (group, block, 2))
+        monkeypatch.setattr(nn, "_warp_launch", lambda _n, _rows: None)
     x = rand((3, 70), dtype, 6, 2) + 1
     w, b = rand(70, dtype, 7), rand(70, dtype, 8)
     got = tg.compile(lambda x, w, b: (ops.layer_norm(x, w, b), ops.softmax(x),
@@ -170,6 +227,22 @@ def test_layer_norm_and_softmax_by_row_groups(backend, monkeypatch, dtype_groups
     close(got[0], np_layer_norm(x, w, b).astype(dtype), dtype)
     close(got[1], np_softmax(x.astype(F64)).astype(dtype), dtype)
     close(got[2], np_softmax(x.astype(F64), 0).astype(dtype), dtype)
+
+
+@pytest.mark.parametrize("n", [1, 33, 70, 1100])
+def test_layer_norm_holds_a_row_of_up_to_32_lanes_worth_in_one_warp(backend, n):
+    """Rows of at most 32 elements a lane: a warp each, in registers; longer rows: a
+    group of threads that reads the row three times. Same results either way."""
+    x, w, b = rand((5, n), F32, 30, 2) + 1, rand(n, F32, 31), rand(n, F32, 32)
+    f = tg.compile(lambda x, w, b: (ops.layer_norm(x, w, b), ops.layer_norm(x, eps=0.1)),
+                   backend=backend)
+    got = f(x, w, b)
+    close(got[0], np_layer_norm(x, w, b).astype(F32), F32)
+    close(got[1], np_layer_norm(x, 1, 0, 0.1).astype(F32), F32)
+    lanes = 8 if tg._numba.SIMULATOR else 32
+    names = {op.name for op in f.trace(x, w, b).ops if op.kind == "kernel"}
+    per = next(p for p in (1, 2, 4, 8, 16, 32) if p * lanes >= n) if n <= 32 * lanes else None
+    assert names == ({f"layer_norm_warp{per}"} if per else {"layer_norm"})
 
 
 def test_row_groups_give_about_four_elements_a_thread_on_a_gpu(monkeypatch):

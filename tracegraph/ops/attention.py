@@ -6,8 +6,10 @@ head, row). A block scores its chunk's keys (a warp per four keys, lanes over th
 dimension, a shuffle sum each), takes the chunk's softmax (max, exp, sum) and its share of
 the context (groups of threads over positions, lanes over the head dimension). With one
 chunk a row the block writes the result; with several, each writes (max, sum, unnormalized
-context) and a second launch combines them, rescaling each by exp(max - overall max).
-Blocks whose chunk starts after pos return at once, so a step reads what it attends to.
+context), and the last block of a (row, head) to finish (a ticket counter that a memset
+node zeroes on every replay) combines them in chunk order, rescaling each by
+exp(max - overall max): one launch either way. Blocks whose chunk starts after pos return
+at once, so a step reads what it attends to.
 
 With `k` and `v` the op also appends: the block holding pos first writes this step's k and
 v into the caches at pos, for the first `rows` rows (tg.length() in a bucketed function:
@@ -21,7 +23,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ..trace import access, empty
+from ..trace import access, empty, zeros
 from ..traced import Array, DynamicScalar
 from . import _base as B
 from . import _warp as W
@@ -45,9 +47,12 @@ def launch_plan(rows: int, heads: int, max_len: int) -> tuple[int, int, int]:
 
 
 _SPLIT = '''
-def {name}(q, k, v, kc, vc, pos, rows, scale, zero, ninf, nan, part_m, part_l, part_o, out):
+def {name}(q, k, v, kc, vc, pos, rows, scale, zero, ninf, nan, part_m, part_l, part_o,
+           tickets, out):
     """Block (s, h, b): row b, head h, positions [s * chunk, (s + 1) * chunk) up to pos,
-    for gridDim.x chunks of the cache (one: the result directly, else partials)."""
+    for gridDim.x chunks of the cache (one: the result directly, else partials that the
+    last block of (b, h) to finish combines)."""
+    last = cuda.shared.array(1, int32)
     scratch = cuda.shared.array(MAX_BLOCK, out.dtype)
     partials = cuda.shared.array(MAX_WARPS, out.dtype)
     qs = cuda.shared.array(MAX_D, out.dtype)
@@ -64,7 +69,7 @@ def {name}(q, k, v, kc, vc, pos, rows, scale, zero, ninf, nan, part_m, part_l, p
     chunk = (max_len + cuda.gridDim.x - 1) // cuda.gridDim.x
     start = s * chunk
     if pos < 0 or pos >= max_len or b >= kc.shape[0]:  # nothing to attend: NaN, no write
-        if final:
+        if s == 0:
             for e in range(tid, d, nt):
                 out[b, h, e] = nan
         return
@@ -164,50 +169,45 @@ def {name}(q, k, v, kc, vc, pos, rows, scale, zero, ninf, nan, part_m, part_l, p
                 else:
                     part_o[b, h, s, e] = a
         cuda.syncthreads()
-    if tid == 0 and not final:
+    if final:
+        return
+    if tid == 0:
         part_m[b, h, s] = mx
         part_l[b, h, s] = total
-'''
-
-_COMBINE = '''
-def {name}(part_m, part_l, part_o, pos, max_len, slots, zero, nan, out):
-    """out[b, h, e] from the chunks 0..pos // chunk of each (b, h): a thread an element."""
-    chunk = (max_len + part_m.shape[2] - 1) // part_m.shape[2]
-    heads = out.shape[1]
-    d = out.shape[2]
-    for idx in range(cuda.grid(1), out.shape[0] * heads * d, cuda.gridsize(1)):
-        e = idx % d
-        bh = idx // d
-        h = bh % heads
-        b = bh // heads
-        if pos < 0 or pos >= max_len or b >= slots:
-            out[b, h, e] = nan
-            continue
-        last = pos // chunk
-        mx = part_m[b, h, 0]
-        for s in range(1, last + 1):
-            mx = _max2(mx, part_m[b, h, s])
+    # the last of the pos // chunk + 1 blocks of (b, h) to get here combines the chunks,
+    # rescaling each by exp(its max - the overall max), in chunk order
+    cuda.threadfence()
+    cuda.syncthreads()
+    chunks = pos // chunk + 1
+    if tid == 0:
+        last[0] = cuda.atomic.add(tickets, (b, h), 1) == chunks - 1
+    cuda.syncthreads()
+    if not last[0]:
+        return
+    mx = part_m[b, h, 0]
+    for c in range(1, chunks):
+        mx = _max2(mx, part_m[b, h, c])
+    for e in range(tid, d, nt):
         total = zero
         acc = zero
-        for s in range(last + 1):
-            w = math.exp(part_m[b, h, s] - mx)
-            total += w * part_l[b, h, s]
-            acc += w * part_o[b, h, s, e]
+        for c in range(chunks):
+            w = math.exp(part_m[b, h, c] - mx)
+            total += w * part_l[b, h, c]
+            acc += w * part_o[b, h, c, e]
         out[b, h, e] = acc / total
 '''
 
 _ENV = {"__name__": __name__, "cuda": cuda, "math": math, "MAX_BLOCK": B.MAX_BLOCK,
         "MAX_WARPS": B.MAX_BLOCK // W.WARP, "MAX_D": MAX_D, "MAX_CHUNK": MAX_CHUNK,
         "WARP": W.WARP, "_max2": W._max2, "warp_sum": W.warp_sum,
-        "group_max": W.group_max, "group_sum": W.group_sum}
+        "group_max": W.group_max, "group_sum": W.group_sum, "int32": np.int32}
 
-_PARTS = ["part_m", "part_l", "part_o", "out"]
+_PARTS = ["part_m", "part_l", "part_o", "tickets"]
 attend = access(B.make_kernel("decode_attention", _SPLIT, _ENV, append="False"),
-                reads=["q", "kc", "vc"], writes=_PARTS)
+                reads=["q", "kc", "vc", *_PARTS], writes=[*_PARTS, "out"])
 append_attend = access(B.make_kernel("decode_attention_append", _SPLIT, _ENV, append="True"),
-                       reads=["q", "k", "v", "kc", "vc"], writes=["kc", "vc", *_PARTS])
-combine = access(B.make_kernel("decode_attention_combine", _COMBINE, _ENV),
-                 reads=["part_m", "part_l", "part_o"], writes=["out"])
+                       reads=["q", "k", "v", "kc", "vc", *_PARTS],
+                       writes=["kc", "vc", *_PARTS, "out"])
 
 
 def decode_attention(q: Any, k_cache: Any, v_cache: Any, pos: Any, *, k: Any = None,
@@ -277,15 +277,16 @@ def decode_attention(q: Any, k_cache: Any, v_cache: Any, pos: Any, *, k: Any = N
     if splits == 1:  # the partials are not written: views of the result stand in for them
         o4 = B.view(result, (rows_, heads, 1, dim),
                     (result.strides[0], result.strides[1], 0, result.strides[2]))
-        kernel[grid, threads](q, *kv, k_cache, v_cache, *args, result, result, o4, result)
+        none = B.view(result, (rows_, heads), (0, 0), dtype=np.int32)
+        kernel[grid, threads](q, *kv, k_cache, v_cache, *args, result, result, o4, none,
+                              result)
         return result
     part_m = empty((rows_, heads, splits), dtype)
     part_l = empty((rows_, heads, splits), dtype)
     part_o = empty((rows_, heads, splits, dim), dtype)
-    kernel[grid, threads](q, *kv, k_cache, v_cache, *args, part_m, part_l, part_o, result)
-    blocks, block = B.launch_1d(result.size)
-    combine[blocks, block](part_m, part_l, part_o, pos, max_len, slots,
-                           B.scalar_of(0, dtype), B.scalar_of(math.nan, dtype), result)
+    tickets = zeros((rows_, heads), np.int32)  # a memset node, beside the chain
+    kernel[grid, threads](q, *kv, k_cache, v_cache, *args, part_m, part_l, part_o, tickets,
+                          result)
     return result
 
 

@@ -1,4 +1,8 @@
-"""Dense layers: activation(x @ w + bias + residual) as one cuBLASLt node where it can be.
+"""Dense layers: activation(x @ w + bias + residual) as one node where it can be.
+
+A product of at most four rows (a decode step's) is one GEMV kernel (gemv.py) that reads
+w once at the memory's speed, with the bias, residual and activation applied as it
+writes; TRACEGRAPH_MATMUL=cublas sends it to cuBLASLt instead.
 
 cuBLASLt computes D = epilogue(A @ B + beta * C): the residual is its C (beta = 1), the
 bias and the activation (ReLU, or GELU's tanh approximation) its epilogue, so a
@@ -11,11 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from .. import config
 from ..trace import empty, library
 from ..traced import Array
 from . import _base as B
 from .elementwise import add, copy, gelu, relu
-from .matmul import _cublas_engine, _cublas_operands, matmul
+from .gemv import gemv_linear
+from .matmul import _cublas_engine, _cublas_operands, product
 
 ACTIVATIONS = (None, "relu", "gelu")
 
@@ -69,12 +75,16 @@ def linear(x: Any, w: Any, bias: Any = None, *, activation: str | None = None,
         if B.must_copy(bias, out, in_place=False):
             bias = copy(bias)
     B.combines(op, x, x.shape[1])
-    result = _cublaslt_linear(x, w, bias, residual, activation, out)
+    result = None
+    if config.matmul_engine() != "cublas":
+        result = gemv_linear(x, w, bias, residual, activation, out)
+    if result is None:
+        result = _cublaslt_linear(x, w, bias, residual, activation, out)
     if result is not None:
         return result
     if given and residual is not None and B.overlaps(residual, out):
         residual = copy(residual)  # matmul writes out before the residual is added
-    result = matmul(x, w, out=out)
+    result = product(x, w, out, combines=False)  # (recorded above, as linear)
     for addend in (bias, residual):
         if addend is not None:
             # an addend of a wider dtype widens a new result, as NumPy's x @ w + b

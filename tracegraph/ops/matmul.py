@@ -121,6 +121,12 @@ def _numpy_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray,
 
 def matmul(a: Any, b: Any, *, out: Any = None) -> Array:
     """a @ b with NumPy's matmul shapes, for operands of 1 to 3 dimensions."""
+    return product(a, b, out, combines=True)
+
+
+def product(a: Any, b: Any, out: Any, combines: bool) -> Array:
+    """matmul's work; `combines`: record the elements it combines (dynamic_results.py),
+    False where the op the user called (linear) recorded them itself."""
     a = B.require_array("matmul", a, "a")
     b = B.require_array("matmul", b, "b")
     for x, name in ((a, "a"), (b, "b")):
@@ -141,7 +147,8 @@ def matmul(a: Any, b: Any, *, out: Any = None) -> Array:
     if za != zb and 1 not in (za, zb):
         raise B.fail("matmul", f"batch sizes {za} and {zb} of shapes {tuple(a.shape)} and "
                      f"{tuple(b.shape)} do not broadcast", "use equal batch sizes, or 1")
-    B.combines("matmul", a, ka)
+    if combines:
+        B.combines("matmul", a, ka)
     z = max(za, zb)
     batch = a.ndim == 3 or b.ndim == 3
     m = a.shape[-2] if a.ndim >= 2 else 1

@@ -1,10 +1,12 @@
 """Neural-network ops over one axis: softmax, log_softmax (any axis) and layer_norm (last).
 
-A group of threads handles one row (one position of the other axes): a warp for rows of
-up to about 128 elements, up to a block of 256 threads for longer ones, several rows a
-block when rows are short (`_warp.row_groups`). Its threads stride over the row; the
-max/sum reductions go through warp shuffles, then the group's warps through shared
-memory (_warp.py). Rows of any length.
+layer_norm gives a row of up to 1,024 elements one warp that holds it in registers (one
+read of x, w and b; shuffle sums). Elsewhere a group of threads handles one row (one
+position of the other axes): a warp for rows of up to about 128 elements, up to a block
+of 256 threads for longer ones, several rows a block when rows are short
+(`_warp.row_groups`). Its threads stride over the row; the max/sum reductions go through
+warp shuffles, then the group's warps through shared memory (_warp.py). Rows of any
+length.
 """
 from __future__ import annotations
 
@@ -104,6 +106,75 @@ def {name}(x, w, b, flags, inv_n, eps, zero, group, out):
 layer_norm_rows = access(B.make_kernel("layer_norm", _LAYER_NORM, _ENV),
                          reads=["x", "w", "b"], writes=["out"])
 
+# A warp a row, the row in registers: each lane loads its PER elements of x, w and b at
+# once (one trip to memory), then both sums are shuffles.
+_LAYER_NORM_WARP = '''
+def {name}(x, w, b, flags, inv_n, eps, zero, out):
+    """As layer_norm, a warp (lanes = min(WARP, blockDim.x)) per row of at most
+    lanes * {per} elements."""
+    scratch = cuda.shared.array(MAX_BLOCK, out.dtype)
+    v = cuda.local.array({per}, out.dtype)
+    g = cuda.local.array({per}, out.dtype)
+    h = cuda.local.array({per}, out.dtype)
+    lanes = min(WARP, cuda.blockDim.x)
+    tid = cuda.threadIdx.x
+    lane = tid % lanes
+    per_block = cuda.blockDim.x // lanes
+    rows = x.shape[0]
+    n = x.shape[1]
+    for first in range(cuda.blockIdx.x * per_block, rows, cuda.gridDim.x * per_block):
+        r = first + tid // lanes
+        here = r < rows
+        s = zero
+        for i in range({per}):
+            j = lane + i * lanes
+            v[i] = zero
+            g[i] = zero
+            h[i] = zero
+            if here and j < n:
+                v[i] = x[r, j]
+                if flags & 1:
+                    g[i] = w[j]
+                if flags & 2:
+                    h[i] = b[j]
+        for i in range({per}):
+            s += v[i]
+        mean = warp_sum(s, scratch) * inv_n
+        q = zero
+        for i in range({per}):
+            if lane + i * lanes < n:
+                d = v[i] - mean
+                q += d * d
+        sd = math.sqrt(warp_sum(q, scratch) * inv_n + eps)
+        for i in range({per}):
+            j = lane + i * lanes
+            if here and j < n:
+                y = (v[i] - mean) / sd
+                if flags & 1:
+                    y = y * g[i]
+                if flags & 2:
+                    y = y + h[i]
+                out[r, j] = y
+'''
+
+_WARP_PER = (1, 2, 4, 8, 16, 32)  # elements a lane holds: rows of up to 32 lanes' worth
+_layer_norm_warp = {
+    per: access(B.make_kernel(f"layer_norm_warp{per}", _LAYER_NORM_WARP,
+                              {**_ENV, "WARP": W.WARP, "warp_sum": W.warp_sum}, per=str(per)),
+                reads=["x", "w", "b"], writes=["out"])
+    for per in _WARP_PER}
+
+
+def _warp_launch(n: int, rows: int) -> tuple[int, int, int] | None:
+    """(per, block, grid) of the register kernel for rows of n, or None where a row is too
+    long for one warp's registers: four rows a block (the simulator: one row of 8)."""
+    lanes = 8 if B.SIMULATOR else W.WARP
+    per = next((p for p in _WARP_PER if p * lanes >= n), None)
+    if per is None:
+        return None
+    per_block = 1 if B.SIMULATOR else 4
+    return per, lanes * per_block, max(1, min(-(-rows // per_block), 65535))
+
 
 def _softmax(op: str, kernel: Any, x: Any, axis: Any, out: Any) -> Array:
     x = B.require_array(op, x)
@@ -186,10 +257,14 @@ def layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5, 
     flags = (1 if params[0] is not None else 0) | (2 if params[1] is not None else 0)
     w = params[0] if params[0] is not None else placeholder
     b = params[1] if params[1] is not None else placeholder
-    group, block, grid = W.row_groups(n, rows)
-    layer_norm_rows[grid, block](
-        x2, w, b, flags, B.scalar_of(1.0 / n, dtype), B.scalar_of(eps, dtype),
-        B.scalar_of(0, dtype), group, out2)
+    scalars = (B.scalar_of(1.0 / n, dtype), B.scalar_of(eps, dtype), B.scalar_of(0, dtype))
+    warp = _warp_launch(n, rows)
+    if warp is not None:
+        per, block, grid = warp
+        _layer_norm_warp[per][grid, block](x2, w, b, flags, *scalars, out2)
+    else:
+        group, block, grid = W.row_groups(n, rows)
+        layer_norm_rows[grid, block](x2, w, b, flags, *scalars[:2], scalars[2], group, out2)
     if target is not result:
         copy(target, out=result)
     return result

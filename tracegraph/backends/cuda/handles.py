@@ -86,6 +86,18 @@ def driver() -> Any:
     return _DRIVER[0]
 
 
+def copy_on_stream(dst: int, src: int, nbytes: int, stream: Any) -> None:
+    """nbytes of device memory from src to dst, enqueued on `stream` (None: the legacy
+    default stream) without waiting for the GPU (a padded call's rows: dynamic.py)."""
+    err = driver().cuMemcpyDtoDAsync(dst, src, nbytes, stream_handle(stream))[0]
+    check(err, "cuMemcpyDtoDAsync")
+
+
+def synchronize(stream: Any) -> None:
+    """Wait until the work enqueued on `stream` (None: the legacy default stream) is done."""
+    core_stream(stream).sync()
+
+
 def pinned(address: int, nbytes: int) -> bool:
     """Is [address, address + nbytes) page-locked host memory the GPU can copy directly?"""
     drv = driver()
