@@ -162,8 +162,8 @@ def {name}(x, w, bias, residual, flags, zero, out):
                 k += lanes
         for r in range(ROWS):  # every thread of the block, outside the branches
             acc[r] = warp_sum(acc[r], scratch)
-        if lane == 0 and j < n:
-            for r in range(m):
+        for r in range(ROWS):  # (a constant range: acc stays in registers)
+            if r < m and lane == 0 and j < n:
                 out[r, j] = _finish(acc[r], r, j, bias, residual, flags)
 '''
 
