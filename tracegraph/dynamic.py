@@ -240,6 +240,13 @@ def _padded(x: Any, info: Any, axis: int, n: int, b: int, fill: Any, written: bo
     room = _numba.device_array_with_room(x, info, b)
     if room is not None and fill is None and not written:
         return room
+    if not _c_contiguous(info):
+        raise SignatureError(f"a device array of shape {info.shape} and strides "
+                             f"{info.strides} passed as a dynamic argument is padded by "
+                             "copying its rows, which needs a C-contiguous array",
+                             where=user_location(6),
+                             fix="pass a C-contiguous device array (a copy of the view), or "
+                                 "a NumPy array")
     from numba import cuda
     value = 0 if fill is None else fill
     rows = (*info.shape[1:],)

@@ -428,3 +428,17 @@ def test_a_padded_call_s_result_is_not_changed_by_later_calls(backend):
     second = step(cuda.to_device(np.arange(4.0) + 10))
     np.testing.assert_array_equal(host(first), [2.0, 4.0])  # still the first call's
     np.testing.assert_array_equal(host(second), [22.0, 24.0, 26.0])
+
+
+def test_a_strided_device_view_that_must_be_copied_is_refused_at_the_call(backend):
+    """Padding a device argument copies its rows: a strided view says so (a NumPy view
+    is padded as it is)."""
+    f = tg.compile(lambda x, out: scale[1, 8](x, 2.0, out), dynamic={"x": 0, "out": 0},
+                   buckets=(8,), backend=backend)
+    whole = np.arange(12, dtype=np.float32)
+    out = np.zeros(6, np.float32)
+    f(whole[::2], out)
+    np.testing.assert_array_equal(out, 2 * whole[::2])
+    with pytest.raises(SignatureError, match="C-contiguous") as e:
+        f(cuda.to_device(whole)[::2], cuda.to_device(out))
+    assert "test_dynamic.py" in str(e.value)

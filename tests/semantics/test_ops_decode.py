@@ -245,6 +245,32 @@ def test_layer_norm_holds_a_row_of_up_to_32_lanes_worth_in_one_warp(backend, n):
     assert names == ({f"layer_norm_warp{per}"} if per else {"layer_norm"})
 
 
+def test_a_narrower_out_gets_the_result_computed_in_its_own_dtype(backend):
+    """layer_norm, softmax, linear and matmul of float64 (or int) operands into a float32
+    out= compute in float64 and then cast, as NumPy's out= does."""
+    x = 1000.0 + 0.01 * rand((2, 40), F64, 40)  # a float32 x - mean would lose the digits
+    xi = (10 ** 8 + np.arange(8)).reshape(1, 8)
+    a = np.array([[1e8 + 1.0, 1.0, -1e8]])      # float32 products lose the 1.0s
+    w = np.ones((3, 2))
+
+    @tg.compile(backend=backend)
+    def f(x, xi, a, w, o1, o2, o3, o4, o5):
+        ops.layer_norm(x, out=o1)
+        ops.layer_norm(xi, out=o2)
+        ops.softmax(x * 100, out=o3)
+        ops.linear(a, w, out=o4)
+        ops.matmul(a, w, out=o5)
+        return o1, o2, o3, o4, o5
+
+    outs = [np.zeros(s, F32) for s in ((2, 40), (1, 8), (2, 40), (1, 2), (1, 2))]
+    got = f(x, xi, a, w, *outs)
+    close(got[0], np_layer_norm(x, 1, 0).astype(F32), F32)
+    close(got[1], np_layer_norm(xi, 1, 0).astype(F32), F32)
+    close(got[2], np_softmax(x * 100).astype(F32), F32)
+    np.testing.assert_array_equal(got[3], [[2, 2]])
+    np.testing.assert_array_equal(got[4], [[2, 2]])
+
+
 def test_row_groups_give_about_four_elements_a_thread_on_a_gpu(monkeypatch):
     monkeypatch.setattr(_warp.B, "SIMULATOR", False)
     assert _warp.row_groups(768, 1) == (256, 256, 1)     # GPT-2's d_model: a block a row
@@ -428,6 +454,18 @@ def test_decode_attention_rows_past_the_slots_are_nan(backend):
                                 backend=backend)(q, kc, vc))
     close(got[:2], np_attention(q[:2], kc, vc, 3).astype(F32), F32)
     assert np.isnan(got[2]).all()
+
+
+def test_decode_attention_over_a_dynamic_cache_length_is_refused():
+    """The op combines the cache's positions: a T that follows the dynamic length would
+    attend to the padding (a pos at or past the call's T gets no NaN), so it is refused."""
+    @tg.compile(dynamic={"kc": 2, "vc": 2, "pos": "value"}, buckets=(4, 8), backend="sim")
+    def att(q, kc, vc, pos):
+        return ops.decode_attention(q, kc, vc, pos)
+
+    q, kc, vc = rand((1, 1, 3)), rand((1, 1, 5, 3), seed=1), rand((1, 1, 5, 3), seed=2)
+    with pytest.raises(tg.TraceError, match="decode_attention combines"):
+        att(q, kc, vc, 4)
 
 
 @pytest.mark.parametrize("bad", ["shapes", "pos-int", "k-alone", "dtype", "out-on-cache"])

@@ -240,6 +240,8 @@ def decode_attention(q: Any, k_cache: Any, v_cache: Any, pos: Any, *, k: Any = N
     if dim > MAX_D or max_len == 0:
         raise B.fail(op, f"a head dimension of {dim} over {max_len} positions",
                      f"use heads of at most {MAX_D} dimensions and a non-empty cache")
+    B.combines(op, q, max_len)  # over the cache's positions (a dynamic T is refused)
+    B.combines(op, q, dim)
     arrays = [q, k_cache, v_cache]
     append = k is not None or v is not None
     if append:

@@ -160,6 +160,8 @@ def product(a: Any, b: Any, out: Any, combines: bool) -> Array:
     if given:
         a = copy(a) if B.must_copy(a, result, in_place=False) else a
         b = copy(b) if B.must_copy(b, result, in_place=False) else b
+        if result.dtype != dtype:  # the kernel sums in its output's dtype: dtype, then cast
+            return copy(product(a, b, None, combines=False), out=result)
     if result.size == 0:
         return B.launched_nothing(result)
     if a.ndim == 2 and b.ndim == 2 and _cublas_matmul(a, b, result):

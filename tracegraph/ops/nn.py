@@ -192,7 +192,8 @@ def _softmax(op: str, kernel: Any, x: Any, axis: Any, out: Any) -> Array:
     B.combines(op, x, n)
     target = result
     folded = (_fold(result, tuple(range(axis))), _fold(result, tuple(range(axis + 1, x.ndim))))
-    if folded[0] is None or folded[1] is None:
+    if folded[0] is None or folded[1] is None or result.dtype != dtype:  # (the kernel
+        # computes in its output's dtype: a narrower out= gets the result, then a cast)
         target = empty(tuple(x.shape), dtype)
         folded = (_fold(target, tuple(range(axis))),
                   _fold(target, tuple(range(axis + 1, x.ndim))))
@@ -250,8 +251,8 @@ def layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5, 
     rows = x.size // n
     x2 = B.view(*_as_rows(x))
     target = result
-    if _fold(result, tuple(range(x.ndim - 1))) is None:
-        target = empty(tuple(x.shape), dtype)
+    if _fold(result, tuple(range(x.ndim - 1))) is None or result.dtype != dtype:
+        target = empty(tuple(x.shape), dtype)  # (as softmax's: computed in dtype, then cast)
     out2 = B.view(*_as_rows(target))
     placeholder = B.view(x2, (n,), (0,))
     flags = (1 if params[0] is not None else 0) | (2 if params[1] is not None else 0)
