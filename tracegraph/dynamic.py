@@ -334,7 +334,7 @@ class Padder:
 
 def copy_back(padded: Padded, written: set[int], stream: Any = None) -> None:
     """The first n rows of each written padded copy back into the caller's array, on
-    `stream` after the graph; a copy Numba makes (not row-contiguous) waits for it."""
+    `stream` after the graph; a copy through Numba (the simulator's) waits for it."""
     synchronized = False
     for i, original in padded.originals.items():
         if i not in written:
