@@ -53,8 +53,32 @@ def _finish(t, r, j, bias, residual, flags):
     return t
 
 
-_ENV = {"__name__": __name__, "cuda": cuda, "math": math, "ROWS": ROWS, "COLS": COLS,
-        "SLICES": SLICES, "MAX_BLOCK": B.MAX_BLOCK, "WARP": W.WARP,
+@cuda.jit(device=True)
+def _acc_rows(x, w, j, k, stop, step, m, acc):
+    """acc[r] += x[r, i] * w[i, j] for i = k, k + step, ... below stop and r < m, four
+    loads of w in flight."""
+    while k + 3 * step < stop:
+        w0 = w[k, j]
+        w1 = w[k + step, j]
+        w2 = w[k + 2 * step, j]
+        w3 = w[k + 3 * step, j]
+        for r in range(ROWS):
+            if r < m:
+                acc[r] += x[r, k] * w0
+                acc[r] += x[r, k + step] * w1
+                acc[r] += x[r, k + 2 * step] * w2
+                acc[r] += x[r, k + 3 * step] * w3
+        k += 4 * step
+    while k < stop:
+        w0 = w[k, j]
+        for r in range(ROWS):
+            if r < m:
+                acc[r] += x[r, k] * w0
+        k += step
+
+
+_ENV = {"__name__": __name__, "acc_rows": _acc_rows, "cuda": cuda, "math": math,
+        "ROWS": ROWS, "COLS": COLS, "SLICES": SLICES, "MAX_BLOCK": B.MAX_BLOCK, "WARP": W.WARP,
         "warp_sum": W.warp_sum, "_finish": _finish, "int32": np.int32}
 
 _GEMV_ROWS = '''
@@ -78,25 +102,7 @@ def {name}(x, w, bias, residual, flags, zero, partial, tickets, out):
     for r in range(ROWS):
         acc[r] = zero
     if j < n:
-        k = k0 + sl
-        while k + 3 * SLICES < k1:  # four loads in flight
-            w0 = w[k, j]
-            w1 = w[k + SLICES, j]
-            w2 = w[k + 2 * SLICES, j]
-            w3 = w[k + 3 * SLICES, j]
-            for r in range(ROWS):
-                if r < m:
-                    acc[r] += x[r, k] * w0
-                    acc[r] += x[r, k + SLICES] * w1
-                    acc[r] += x[r, k + 2 * SLICES] * w2
-                    acc[r] += x[r, k + 3 * SLICES] * w3
-            k += 4 * SLICES
-        while k < k1:
-            w0 = w[k, j]
-            for r in range(ROWS):
-                if r < m:
-                    acc[r] += x[r, k] * w0
-            k += SLICES
+        acc_rows(x, w, j, k0 + sl, k1, SLICES, m, acc)
     for r in range(ROWS):
         sums[sl, r, c] = acc[r]
     cuda.syncthreads()
@@ -141,25 +147,7 @@ def {name}(x, w, bias, residual, flags, zero, out):
         for r in range(ROWS):
             acc[r] = zero
         if j < n:
-            k = lane
-            while k + 3 * lanes < kk:  # four loads in flight
-                w0 = w[k, j]
-                w1 = w[k + lanes, j]
-                w2 = w[k + 2 * lanes, j]
-                w3 = w[k + 3 * lanes, j]
-                for r in range(ROWS):
-                    if r < m:
-                        acc[r] += x[r, k] * w0
-                        acc[r] += x[r, k + lanes] * w1
-                        acc[r] += x[r, k + 2 * lanes] * w2
-                        acc[r] += x[r, k + 3 * lanes] * w3
-                k += 4 * lanes
-            while k < kk:
-                w0 = w[k, j]
-                for r in range(ROWS):
-                    if r < m:
-                        acc[r] += x[r, k] * w0
-                k += lanes
+            acc_rows(x, w, j, lane, kk, lanes, m, acc)
         for r in range(ROWS):  # every thread of the block, outside the branches
             acc[r] = warp_sum(acc[r], scratch)
         for r in range(ROWS):  # (a constant range: acc stays in registers)
