@@ -1,5 +1,5 @@
 """`tg.compile` and CompiledFunction: signature -> cache -> trace -> passes -> lower ->
-backend; dynamic sizes through dynamic.py, the graphs held through cache.py."""
+backend; dynamic sizes through dynamic.py and padding.py, the graphs held through cache.py."""
 from __future__ import annotations
 
 import functools
@@ -8,16 +8,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import _numba, backends, config, device_memory, dynamic, streams
+from . import _numba, backends, config, device_memory, dynamic, padding, streams
 from .backends import MISS
 from .cache import CacheInfo, Compiled, GraphCache
 from .collector import collection_paused
 from .contract import Contract, check_same, state_of, verify_every, without_state
-from .dynamic import LENGTH, Padder
+from .dynamic import LENGTH
 from .errors import SignatureError, StaleGraphError, TraceError
 from .ir import Program
 from .location import warn
 from .lower import Plan, lower
+from .padding import Padder
 from .passes import run_passes
 from .signature import (
     Call,
@@ -175,7 +176,7 @@ class CompiledFunction:
             return
         sizes = sorted(self._spec.sizes(), reverse=True)
         for b in dynamic.progress(sizes, f"tracegraph: warming up {self.__qualname__}"):
-            resized = dynamic.resized_call(self._spec, call, b, self.__qualname__)
+            resized = padding.resized_call(self._spec, call, b, self.__qualname__)
             leaves, paths, tree = resized
             self._run(self._calls.from_leaves(leaves, paths, tree, call.orders), None,
                       compile_missing=True, launch=False, state=state)
@@ -228,7 +229,7 @@ class CompiledFunction:
                 self._keyed = (unkeyed, state, call.key)
         entry = self._entry(call, compile_missing)
         if padded is not None and padded.originals:
-            dynamic.refuse_captured_overlap(padded, entry.program, call.paths, self.__qualname__)
+            padding.refuse_captured_overlap(padded, entry.program, call.paths, self.__qualname__)
         if not launch:
             return None
         executable = entry.executable
@@ -242,7 +243,7 @@ class CompiledFunction:
         result = executable.run(call.leaves, call.infos, stream)
         if padded is None:
             return result
-        result = dynamic.finish(entry, padded, result, stream)
+        result = padding.finish(entry, padded, result, stream)
         if stream is None and self._padder is not None:
             self._padder.give_back(padded, entry.program)
         return result

@@ -193,6 +193,14 @@ def test_linear_refuses_an_unknown_activation():
             np.ones((2, 3), F32), np.ones((3, 4), F32))
 
 
+def test_linear_refuses_gelu_on_an_integer_result():
+    with pytest.raises(tg.TraceError, match="linear: activation='gelu' on a result of dtype "
+                                            "int32") as e:
+        tg.compile(lambda x, w: ops.linear(x, w, activation="gelu"), backend="sim")(
+            np.ones((2, 3), np.int32), np.ones((3, 4), np.int32))
+    assert "out" not in str(e.value)  # the user passed no out=
+
+
 # ---------------------------------------------------------------------------
 # layer_norm and softmax: a group of threads per row
 

@@ -181,6 +181,8 @@ def {name}(q, k, v, kc, vc, pos, rows, scale, zero, ninf, nan, part_m, part_l, p
     chunks = pos // chunk + 1
     if tid == 0:
         last[0] = cuda.atomic.add(tickets, (b, h), 1) == chunks - 1
+        # acquire: the other blocks' parts, not lines this SM's L1 holds from before
+        cuda.threadfence()
     cuda.syncthreads()
     if not last[0]:
         return

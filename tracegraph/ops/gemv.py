@@ -121,6 +121,8 @@ def {name}(x, w, bias, residual, flags, zero, partial, tickets, out):
     cuda.syncthreads()
     if tid == 0:
         last[0] = cuda.atomic.add(tickets, cuda.blockIdx.x, 1) == splits - 1
+        # acquire: the other blocks' partials, not lines this SM's L1 holds from before
+        cuda.threadfence()
     cuda.syncthreads()
     if last[0] and sl == 0 and j < n:
         for r in range(m):

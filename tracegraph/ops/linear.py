@@ -34,9 +34,11 @@ def linear(x: Any, w: Any, bias: Any = None, *, activation: str | None = None,
     None, a residual (m, n) or None, and activation None, "relu" or "gelu" (the tanh
     approximation).
 
-    Where cuBLAS is there (tracegraph.ops.matmul's engine) and everything is float32, one
-    cuBLASLt node; elsewhere matmul, then add and the activation in place on the result.
-    `out` may be the residual itself (x = x + h @ w + b, in place).
+    One node where it can be: a GEMV kernel for at most four rows of one float dtype
+    (unless TRACEGRAPH_MATMUL=cublas), else one cuBLASLt node where cuBLAS is there
+    (tracegraph.ops.matmul's engine) and everything is float32; elsewhere matmul, then add
+    and the activation in place on the result. GELU needs a floating-point result. `out`
+    may be the residual itself (x = x + h @ w + b, in place).
     """
     op = "linear"
     x = B.require_array(op, x, "x")
@@ -65,6 +67,9 @@ def linear(x: Any, w: Any, bias: Any = None, *, activation: str | None = None,
                          "pass a residual of the result's shape")
     extra = tuple(a.dtype for a in (bias, residual) if a is not None)
     dtype = np.result_type(x.dtype, w.dtype, *extra)
+    if activation == "gelu" and dtype.kind != "f":
+        raise B.fail(op, f"activation='gelu' on a result of dtype {dtype}: GELU's values "
+                     "are not integers", "pass floating-point x and w")
     given = out is not None
     if given:
         out = B.require_array(op, out, "out")

@@ -88,7 +88,7 @@ def driver() -> Any:
 
 def copy_on_stream(dst: int, src: int, nbytes: int, stream: Any) -> None:
     """nbytes of device memory from src to dst, enqueued on `stream` (None: the legacy
-    default stream) without waiting for the GPU (a padded call's rows: dynamic.py)."""
+    default stream) without waiting for the GPU (a padded call's rows: padding.py)."""
     err = driver().cuMemcpyDtoDAsync(dst, src, nbytes, stream_handle(stream))[0]
     check(err, "cuMemcpyDtoDAsync")
 
