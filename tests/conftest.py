@@ -88,12 +88,17 @@ def gpu():
 
 def pytest_collection_modifyitems(config, items):
     """Without a GPU, GPU-only tests are deselected, not skipped: a skip would say
-    something was meant to run here."""
+    something was meant to run here. Under several pytest-xdist workers, the tests that
+    read the GPU's free memory are deselected too: the other workers move it."""
+    shared_gpu = GPU and int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1
     keep, drop = [], []
     for item in items:
         needs_gpu = "gpu" in getattr(item, "fixturenames", ()) or item.get_closest_marker("gpu")
         needs_fake = item.get_closest_marker("fake_platform") is not None
-        (drop if (needs_gpu and not GPU) or (needs_fake and not FAKE_CUDA) else keep).append(item)
+        needs_alone = item.get_closest_marker("gpu_memory") is not None
+        off = (needs_gpu and not GPU) or (needs_fake and not FAKE_CUDA) or \
+            (needs_alone and shared_gpu)
+        (drop if off else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

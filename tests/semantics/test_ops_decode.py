@@ -224,6 +224,9 @@ GROUPS = {"warp-pairs": (64, 64), "two-rows-a-block": (32, 64)}
                          ids=lambda c: f"{np.dtype(c[0]).name}-{c[1]}")
 def test_layer_norm_and_softmax_by_row_groups(backend, monkeypatch, dtype_groups):
     dtype, groups = dtype_groups
+    if groups != "default" and backend == "cuda" and tg._numba.SIMULATOR:
+        pytest.skip("launch shapes of the simulated kernels: the sim case runs them (on "
+                    "the cuda backend's CPU stand-in they are the same kernels)")
     if groups != "default":  # layer_norm through its group kernel too, not a warp's
         group, block = GROUPS[groups]
         monkeypatch.setattr(_warp, "row_groups", lambda _n, _rows: (group, block, 2))
