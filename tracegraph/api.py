@@ -229,7 +229,8 @@ class CompiledFunction:
                 self._keyed = (unkeyed, state, call.key)
         entry = self._entry(call, compile_missing)
         if padded is not None and padded.originals:
-            padding.refuse_captured_overlap(padded, entry.program, call.paths, self.__qualname__)
+            assert self._padder is not None  # (it padded the call)
+            self._padder.refuse_captured_overlap(padded, entry.program, call.paths)
         if not launch:
             return None
         executable = entry.executable

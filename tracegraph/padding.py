@@ -1,9 +1,9 @@
 """Padding a call to its bucket: a dynamic argument of length n below the bucket b runs as
 a copy b long (or, where the caller's device memory already has room and nothing needs
 the padding's value, as a view of it); after the run a written copy's first n rows go
-back into the caller's array and results are cut to n (dynamic_results.cut). Device rows
-are copied on the stream the graph runs on, so a padded call waits for the GPU no more
-than an unpadded one. A function's device copies are kept for its next calls (Padder).
+back into the caller's array and results are cut to n (dynamic_results.cut). A function's
+device copies are kept for its next calls (Padder); on a GPU their rows are copied on the
+stream the graph runs on, so a call that reuses them does not wait for the GPU.
 """
 from __future__ import annotations
 
@@ -32,33 +32,50 @@ class Padded:
     axes: dict[int, int]         # leaf -> its dynamic axis
     # leaf -> (pool key, (copy, pad rows)): copies to give back to the pool after the run
     pooled: dict[int, tuple] = field(default_factory=dict)
+    # the last call's arrays and copies again (Padder): checks of them still hold
+    repeat: bool = False
 
 
 def pad_call(spec: DynamicSpec, leaves: list[Any], paths: list[str],
              infos: list[ArrayInfo | None], qualname: str, written: set[int] | None,
-             pool: dict | None = None, stream: Any = None) -> Padded:
+             pool: dict | None = None, stream: Any = None,
+             known: tuple[dict[int, int], int, int] | None = None) -> Padded:
     """The call's dynamic arrays padded to the bucket of their common length n. `written`:
     the leaves compiled graphs write (None: not known yet), which must be copies. `pool`:
     device copies earlier calls gave back (give_back), filled again instead of allocated.
-    `stream`: where the call's graph runs, and so where device rows are copied."""
-    axes = dynamic_leaves(spec, paths, infos, qualname)
-    lengths = {paths[i]: infos[i].shape[a] for i, a in axes.items()}  # type: ignore[union-attr]
-    if len(set(lengths.values())) > 1:
-        raise SignatureError(f"{qualname}() got dynamic arguments of different lengths "
-                             f"{lengths}; they vary together", where=user_location(4),
-                             fix="pass arrays of one length along their dynamic axes")
-    n = next(iter(lengths.values())) if lengths else 0
-    b = spec.bucket(n, qualname)
+    `stream`: where the call's graph runs, and so where device rows are copied. `known`:
+    (axes, n, bucket) of an earlier call of these very arrays (the same `infos` list of
+    the signature memo), whose lengths and memory were checked then."""
+    if known is None:
+        axes, n, b = _checked_lengths(spec, paths, infos, qualname)
+    else:
+        axes, n, b = known
     out, originals = list(leaves), {}
     pooled: dict[int, tuple] = {}
     if b != n:
-        _refuse_shared_memory(axes, infos, paths, qualname)
         for i, axis in axes.items():
             out[i] = _padded(leaves[i], infos[i], axis, n, b, spec.pad_value(paths[i]),
                              written is None or i in written, pool, (pooled, i), stream)
             if out[i] is not leaves[i]:
                 originals[i] = leaves[i]
     return Padded(out, n, b, originals, axes, pooled)
+
+
+def _checked_lengths(spec: DynamicSpec, paths: list[str], infos: list[ArrayInfo | None],
+                     qualname: str) -> tuple[dict[int, int], int, int]:
+    """(axes, n, bucket) of a call: the dynamic arrays' common length n and its bucket;
+    one sharing memory with another argument is refused where it would be padded."""
+    axes = dynamic_leaves(spec, paths, infos, qualname)
+    lengths = {paths[i]: infos[i].shape[a] for i, a in axes.items()}  # type: ignore[union-attr]
+    if len(set(lengths.values())) > 1:
+        raise SignatureError(f"{qualname}() got dynamic arguments of different lengths "
+                             f"{lengths}; they vary together", where=user_location(5),
+                             fix="pass arrays of one length along their dynamic axes")
+    n = next(iter(lengths.values())) if lengths else 0
+    b = spec.bucket(n, qualname)
+    if b != n:
+        _refuse_shared_memory(axes, infos, paths, qualname)
+    return axes, n, b
 
 
 def _refuse_shared_memory(axes: dict[int, int], infos: list[ArrayInfo | None],
@@ -190,9 +207,10 @@ class Padder:
         self.spec, self.qualname = spec, qualname
         self.pool: dict = {}
         self._last: _LastPadded | None = None
+        self._checked: Any = None  # the program the last padded arrays were checked against
 
     def forget(self) -> None:
-        self.pool, self._last = {}, None
+        self.pool, self._last, self._checked = {}, None, None
 
     def pad(self, call: Call, calls: Any, written: set[int] | None,
             reuse: bool, stream: Any = None) -> tuple[Call, Padded]:
@@ -205,17 +223,28 @@ class Padder:
             leaves = list(call.leaves)
             return Call([*leaves, last.n], *last.parts), \
                 Padded(leaves, last.n, last.bucket, {}, last.axes)
+        known = (last.axes, last.n, last.bucket) if last is not None else None
         padded = pad_call(self.spec, call.leaves, call.paths, call.infos, self.qualname,
-                          written, self.pool if reuse else None, stream)
+                          written, self.pool if reuse else None, stream, known)
         copies = {i: padded.leaves[i] for i in padded.originals}
         if last is not None and copies.keys() == last.copies.keys() and \
                 all(c is last.copies[i] for i, c in copies.items()):
+            padded.repeat = True
             return Call([*padded.leaves, padded.n], *last.parts), padded
         out = calls.from_leaves([*padded.leaves, padded.n], [*call.paths, LENGTH],
                                 call.tree, call.orders)
+        self._checked = None
         self._last = _LastPadded(call.infos, call.key, copies, padded.n, padded.bucket,
                                  padded.axes, (out.paths, out.tree, out.infos, out.key))
         return out, padded
+
+    def refuse_captured_overlap(self, padded: Padded, program: Any, paths: list[str]) -> None:
+        """refuse_captured_overlap, once for the same arrays and copies run by the same
+        program."""
+        if padded.repeat and program is self._checked:
+            return
+        refuse_captured_overlap(padded, program, paths, self.qualname)
+        self._checked = program
 
     def give_back(self, padded: Padded, program: Any) -> None:
         """The call's kept copies back for the next call, once its run is enqueued and its
