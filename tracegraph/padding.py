@@ -258,7 +258,7 @@ class Padder:
                 self.pool[key] = kept
 
 
-def copy_back(padded: Padded, written: set[int], stream: Any = None) -> None:
+def copy_back(padded: Padded, written: frozenset[int] | set[int], stream: Any = None) -> None:
     """The first n rows of each written padded copy back into the caller's array, on
     `stream` after the graph; a copy through Numba (the simulator's) waits for it."""
     synchronized = False
@@ -320,7 +320,8 @@ def finish(entry: Any, padded: Padded, result: Any, stream: Any = None) -> Any:
     object. A length the function does not trace at raises before anything is copied."""
     rules = entry.dynamic_axes
     dynamic_results.refuse_failed(rules, padded.n)
-    copy_back(padded, {i.index for i in entry.program.inputs if i.written}, stream)
+    if padded.originals:
+        copy_back(padded, entry.program.written_inputs, stream)
     def argument(i: int) -> Any:  # the leaf past the arguments is tg.length(): n
         return padded.originals.get(i, padded.leaves[i] if i < len(padded.leaves) else
                                     padded.n)

@@ -446,3 +446,28 @@ def test_a_strided_device_view_that_must_be_copied_is_refused_at_the_call(backen
     with pytest.raises(SignatureError, match="C-contiguous") as e:
         f(cuda.to_device(whole)[::2], cuda.to_device(out))
     assert "test_dynamic.py" in str(e.value)
+
+
+def test_padded_calls_of_the_very_same_arrays_check_them_once(backend, monkeypatch):
+    """The lengths, shared memory and captured arrays of a padded call are checked on the
+    first call of its arrays; calls of the very same device arrays (of fixed metadata, as
+    Numba's on a GPU: the signature memo's) only copy their rows. Each call gets its own
+    rows and padding all the same."""
+    from tracegraph import padding
+    from tracegraph.signature.arguments import has_fixed_metadata
+    checks = []
+    for name in ("_checked_lengths", "refuse_captured_overlap"):
+        real = getattr(padding, name)
+        monkeypatch.setattr(padding, name,
+                            lambda *a, _real=real, _name=name: (checks.append(_name),
+                                                                _real(*a))[1])
+    f = tg.compile(lambda x, out: row_sums[1, 64](x, out), backend=backend,
+                   dynamic={"x": 0, "out": 0}, buckets=(8,))
+    x, out = cuda.to_device(np.ones((5, D))), cuda.to_device(np.zeros(5))
+    for k in range(4):
+        x.copy_to_device(np.full((5, D), float(k)))
+        f(x, out)
+        np.testing.assert_array_equal(out.copy_to_host(), np.full(5, D * float(k)))
+    first = checks[:2]
+    assert first == ["_checked_lengths", "refuse_captured_overlap"]
+    assert len(checks) == (2 if has_fixed_metadata(x) else 8)

@@ -2,6 +2,7 @@
 dependency DAG the passes build over the ops; verify() checks its invariants."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +85,11 @@ class Program:
     # (GlobalRef, what it held) of each global or closure variable the kernels name: the
     # simulator reads them when a kernel runs, so a rebinding since the trace is refused
     bindings: tuple[tuple[Any, Any], ...] = ()
+
+    @functools.cached_property
+    def written_inputs(self) -> frozenset[int]:
+        """The indexes of the input leaves the program writes."""
+        return frozenset(i.index for i in self.inputs if i.written)
 
     def rebound(self) -> Any:
         """The first global or closure variable kernels name that holds another array (or
