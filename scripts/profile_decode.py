@@ -8,12 +8,20 @@ an example decode step (examples/decode_step.py or another file with its API).
         python scripts/profile_decode.py one-step ...
                                                  # one step between cuProfilerStart/Stop
     python scripts/profile_decode.py table DIR/ncu.csv   # GPU time per node, in order
+    NUMBA_ENABLE_CUDASIM=1 python scripts/profile_decode.py python --config layers12 \
+        --batches 3,4 --calls 20                 # tracegraph's own Python per call (any
+                                                 # backend, the simulator too)
 
 host: per batch, the step's GPU time (64 steps back to back between synchronizations,
 median of 5) and the host time of one call (it returns once the graph is launched;
 synchronized between calls) when pos changes every call (the patch), when it does not,
 and for a batch that is not a bucket (37: padded to 64 and copied back); the top of a
 cProfile of 200 calls (--calls) of the padded batch.
+
+python: per batch, the cumulative time per call of each tracegraph function outside the
+backend's run of the graph (cProfile, so inflated alike for all): what the call costs in
+Python, measurable without a GPU. On the simulator its kernels run inside the backend and
+are left out; `layers12` has the GPT-2 config's number of arguments at simulator sizes.
 """
 from __future__ import annotations
 
@@ -31,7 +39,8 @@ import time
 
 CONFIGS = {"tiny": dict(vocab=32, d_model=16, heads=2, layers=1, d_ff=16, max_len=8),
            "small": dict(vocab=2048, d_model=256, heads=8, layers=4, d_ff=1024, max_len=128),
-           "gpt2": dict(vocab=50257, d_model=768, heads=12, layers=12, d_ff=3072, max_len=128)}
+           "gpt2": dict(vocab=50257, d_model=768, heads=12, layers=12, d_ff=3072, max_len=128),
+           "layers12": dict(vocab=32, d_model=16, heads=2, layers=12, d_ff=16, max_len=8)}
 
 
 def load(path: str):
@@ -117,6 +126,40 @@ def host(args):
         json.dump(out, f, indent=1)
     if args.events:
         node_events(args, D, d_params, kc, vc, tokens, [b for b in batches if b in (1, 64)])
+
+
+# the backend's run of the graph, and the simulator's kernels: not the call's own Python
+_LEFT_OUT = ("backends/sim.py", "backends/cuda/fake", "_numba/", "numba")
+
+
+def python(args):
+    D, cfg, d_params, (kc, vc), tokens, batches = setup(args)
+    steps = min(8, cfg.max_len)
+    for b in batches:
+        t = tokens[b]
+        for pos in range(3):
+            D.decode_step(t, pos, kc, vc, d_params)
+        prof = cProfile.Profile()
+        prof.enable()
+        for pos in range(args.calls):
+            D.decode_step(t, pos % steps, kc, vc, d_params)
+        prof.disable()
+        ours, backend = [], 0.0
+        for (path, line, name), (_, calls, own, cum, _) in pstats.Stats(prof).stats.items():
+            where = path.replace(os.sep, "/")
+            if "/tracegraph/" not in where:
+                continue
+            if any(k in where for k in _LEFT_OUT):
+                backend = max(backend, cum)
+            else:
+                ours.append((cum, own, calls, f"{where.split('/tracegraph/')[-1]}:{line}:{name}"))
+        per = 1e6 / args.calls
+        # the callers of the backend's run hold it in their cumulative time: left out
+        rows = [r for r in ours if r[0] < backend]
+        print(f"== batch {b} (bucket {D.bucket_of(b)}): tracegraph's own Python "
+              f"{sum(r[1] for r in ours) * per:.0f} µs a call; cumulative µs and calls a call:")
+        for cum, _, calls, name in sorted(rows, reverse=True)[:30]:
+            print(f"  {cum * per:10.1f} {calls / args.calls:6.1f}  {name}")
 
 
 def one_step(args):
@@ -217,7 +260,7 @@ def table(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=["host", "one-step", "table", "events"])
+    p.add_argument("mode", choices=["host", "python", "one-step", "table", "events"])
     p.add_argument("csv", nargs="?")
     p.add_argument("--example", default=os.path.join("examples", "decode_step.py"))
     p.add_argument("--config", choices=list(CONFIGS), default="small")
@@ -228,7 +271,8 @@ def main():
     p.add_argument("--events", action="store_true",
                    help="host: then GPU time per node at batches 1 and 64 (events mode)")
     args = p.parse_args()
-    {"host": host, "one-step": one_step, "table": table, "events": events}[args.mode](args)
+    {"host": host, "python": python, "one-step": one_step, "table": table,
+     "events": events}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -213,6 +213,64 @@ def test_a_changed_container_is_seen_on_the_next_call(backend, change):
     np.testing.assert_allclose(host(x), np.full(N, want))
 
 
+@dataclasses.dataclass(eq=False)
+class _Model:
+    """Compared by identity, as a model is: still a container of its fields' leaves."""
+    gain: float
+    w: object
+
+
+@pytest.mark.parametrize("change", ["field array", "field scalar", "field length"])
+def test_a_dataclass_changed_in_place_is_seen_on_the_next_call(backend, change):
+    """The very same dataclass object with a field rebound: flattened again, as every
+    container is (not the last call's leaves)."""
+    def body(x, m):
+        iscale[GRID, BLOCK](x, m.gain)
+        add[GRID, BLOCK](x, m.w, x)
+
+    f = tg.compile(body, backend=backend)
+    x, m = cuda.to_device(np.ones(N)), _Model(2.0, cuda.to_device(np.ones(N)))
+    for _ in range(2):  # the second call of the very same objects: the memo's
+        x.copy_to_device(np.ones(N))
+        f(x, m)
+    np.testing.assert_allclose(host(x), np.full(N, 3.0))
+    if change == "field array":
+        m.w, want = cuda.to_device(np.full(N, 10.0)), 12.0
+    elif change == "field scalar":
+        m.gain, want = 5.0, 6.0
+    else:  # another shape: another signature, refused at a replay
+        m.w = cuda.to_device(np.ones(2 * N))
+        with pytest.raises(tg.SignatureError):
+            f.replay(x, m)
+        return
+    x.copy_to_device(np.ones(N))
+    f(x, m)
+    np.testing.assert_allclose(host(x), np.full(N, want))
+
+
+EXTRA = {"y": cuda.to_device(np.ones(N))}
+
+
+def test_a_container_default_changed_in_place_is_seen_on_the_next_call(backend):
+    """A default is bound on every call that leaves it out; a container default (a dict)
+    may hold other arrays by then: flattened again."""
+    def body(x, out, extra=EXTRA):
+        add[GRID, BLOCK](x, extra["y"], out)
+
+    f = tg.compile(body, backend=backend)
+    x, out = cuda.to_device(np.ones(N)), cuda.to_device(np.zeros(N))
+    for _ in range(2):
+        f(x, out)
+    np.testing.assert_allclose(host(out), np.full(N, 2.0))
+    old = EXTRA["y"]
+    try:
+        EXTRA["y"] = cuda.to_device(np.full(N, 100.0))
+        f(x, out)
+        np.testing.assert_allclose(host(out), np.full(N, 101.0))
+    finally:
+        EXTRA["y"] = old
+
+
 def test_a_dict_argument_in_another_key_order_is_seen_on_the_next_call(backend):
     def body(x, d):
         for name, v in d.items():  # the order matters

@@ -3,6 +3,7 @@ planning and the cache, a padded argument viewing a captured array (refused), on
 backend (cuda on its CPU stand-in without a GPU)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -471,3 +472,43 @@ def test_padded_calls_of_the_very_same_arrays_check_them_once(backend, monkeypat
     first = checks[:2]
     assert first == ["_checked_lengths", "refuse_captured_overlap"]
     assert len(checks) == (2 if has_fixed_metadata(x) else 8)
+
+
+@dataclasses.dataclass(eq=False)
+class _Pair:
+    x: object
+    out: object
+
+
+@cuda.jit
+def _add_one(x, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = x[i] + 1
+
+
+@pytest.mark.parametrize("change", ["other lengths", "shared", "shorter", "too long"])
+def test_a_dynamic_dataclass_rebound_in_place_is_checked_again(backend, change):
+    """The very same dataclass object (compared by identity) with its fields rebound
+    between padded calls: its leaves are the new arrays, checked and padded again."""
+    f = tg.compile(lambda s: _add_one[1, 64](s.x, s.out), backend=backend,
+                   dynamic={"s": 0}, buckets=(8,))
+    s = _Pair(cuda.to_device(np.zeros(5)), cuda.to_device(np.zeros(5)))
+    f(s)
+    f(s)
+    if change == "other lengths":
+        s.x = cuda.to_device(np.ones(6))
+        with pytest.raises(SignatureError, match="different lengths"):
+            f(s)
+    elif change == "shared":
+        s.x = s.out
+        with pytest.raises(SignatureError, match="sharing memory"):
+            f(s)
+    elif change == "too long":
+        s.x, s.out = cuda.to_device(np.ones(12)), cuda.to_device(np.zeros(12))
+        with pytest.raises(SignatureError, match="above its largest bucket"):
+            f(s)
+    else:
+        s.x, s.out = cuda.to_device(np.full(3, 7.0)), cuda.to_device(np.zeros(3))
+        f(s)
+        np.testing.assert_array_equal(host(s.out), np.full(3, 8.0))

@@ -4,8 +4,9 @@ share memory grouped, and the hashable key that picks a compiled graph.
 The key holds the argument structure and, per array, placement, shape, dtype, strides,
 read-only flag and alias group; per other value its type and value (floats by repr:
 -0.0 == 0.0 and nan != nan). A memo of the last call (weak references) lets the replay
-loop skip all of it when the same objects come back, and describe only the new arrays
-when other arrays of the same kind do (ping-pong buffers). Containers (a model's
+loop skip all of it when the same objects come back as the leaves themselves (with
+defaults that are leaves too), and describe only the new arrays when other arrays of the
+same kind do (ping-pong buffers). Containers (a model's
 parameters as nested tuples, a dict of arrays) are flattened again on every call, in C
 without paths; the memo applies where the structure, the key order of its dicts and
 every leaf come back the same (a dynamic scalar may take any value of its type).
@@ -117,6 +118,12 @@ class CallAnalyzer:
         # keywords are matched by name: their order is part of the signature only where
         # the function's **kwargs is used beyond reading it by name (keywords.py)
         self.keyword_order = keyword_order_matters(fn)
+        # every default a single leaf whose metadata cannot change: a call leaving them
+        # out has them among its leaves as they were (a container default may have other
+        # leaves by the next call, so it is flattened again, as an argument would be)
+        self.fixed_defaults = all(
+            pytree.is_leaf(p.default) and arguments.has_fixed_metadata(p.default)
+            for p in params if p.default is not p.empty)
         self.memo: Memo | None = None  # the last call's analysis (weakly)
 
     def forget(self) -> None:
@@ -204,7 +211,10 @@ class CallAnalyzer:
         if kwargs:
             return call
         parts = (paths, tree, infos, key)
-        if all(arguments.has_fixed_metadata(a) for a in args):
+        if self.fixed_defaults and all(
+                pytree.is_leaf(a) and arguments.has_fixed_metadata(a) for a in args):
+            # the arguments themselves, and the defaults bound beside them, are the leaves:
+            # the very same objects give the very same leaves
             # weakly: a compiled function must not keep its caller's arrays alive
             simple = len(leaves) == len(args) and all(leaf is a for leaf, a in zip(leaves, args))
             self.memo = Memo(tuple(map(weak, args)),
