@@ -58,13 +58,20 @@ class GraphCache:
             raise ValueError("max_graphs must be at least 1")
         self.entries: OrderedDict[tuple, Compiled] = OrderedDict()
         self.stats = CacheInfo(0, max_graphs)
+        # the most recently used entry, found again by its key's identity: a signature
+        # memo hands back the very same key, whose hash walks every argument's part
+        self._recent: Compiled | None = None
 
     def get(self, key: tuple) -> Compiled | None:
-        entry = self.entries.get(key)
-        if entry is not None:
-            self.entries.move_to_end(key)
-            hits = self.stats.hits
-            hits[entry.bucket] = hits.get(entry.bucket, 0) + 1
+        entry = self._recent
+        if entry is None or entry.key is not key:
+            entry = self.entries.get(key)
+            if entry is None:
+                return None
+            self.entries.move_to_end(key)  # (the recent one is at the end already)
+            self._recent = entry
+        hits = self.stats.hits
+        hits[entry.bucket] = hits.get(entry.bucket, 0) + 1
         return entry
 
     def __len__(self) -> int:
@@ -83,12 +90,14 @@ class GraphCache:
             if getattr(entry.executable, "backend", "") == "cuda" and \
                     entry.topology == topology:
                 del self.entries[key]
+                self._recent = None
                 return entry
         return None
 
     def drop(self, key: tuple) -> None:
         """Forget one entry (verify= found its graph stale) and release its executable."""
         entry = self.entries.pop(key, None)
+        self._recent = None
         close = getattr(entry.executable, "close", None) if entry is not None else None
         if close is not None:
             close()
@@ -100,6 +109,7 @@ class GraphCache:
             self.stats.updates += 1
         else:
             self.stats.instantiations += 1
+        self._recent = None
         while self.full():
             _, old = self.entries.popitem(last=False)
             self.stats.evictions += 1
@@ -111,6 +121,7 @@ class GraphCache:
 
     def clear(self) -> None:
         self.entries.clear()
+        self._recent = None
 
     def info(self) -> CacheInfo:
         s = self.stats
