@@ -271,6 +271,27 @@ def test_a_container_default_changed_in_place_is_seen_on_the_next_call(backend):
         EXTRA["y"] = old
 
 
+def test_leaf_and_tuple_defaults_and_none_keep_the_memo_of_the_very_same_arguments(backend):
+    """Defaults that are leaves, None or tuples of them are the same leaves whenever they
+    are bound, as is a None argument: calls of the very same arguments reuse the last
+    call's analysis (a container default or argument is flattened again instead)."""
+    def body(x, gain=2.0, shape=(N, 1), bias=None, extra=None):
+        iscale[GRID, BLOCK](x, gain * (shape[1] if shape is not None else 1))
+
+    f = tg.compile(body, backend=backend)
+    x = cuda.to_device(np.ones(N))
+    f(x, 2.0, (N, 1), None)
+    want = 2.0
+    if tg.signature.arguments.has_fixed_metadata(x):  # (Numba's device arrays, on a GPU)
+        assert f._calls._reuse((x, 2.0, (N, 1), None)) is None  # a tuple argument: no
+        f(x)
+        assert f._calls._reuse((x,)) is not None
+        f(x, 2.0, None, None, None)
+        assert f._calls._reuse((x, 2.0, None, None, None)) is not None
+        want = 8.0
+    np.testing.assert_allclose(host(x), np.full(N, want))
+
+
 def test_a_dict_argument_in_another_key_order_is_seen_on_the_next_call(backend):
     def body(x, d):
         for name, v in d.items():  # the order matters

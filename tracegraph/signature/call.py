@@ -95,6 +95,14 @@ class Memo(NamedTuple):
     tree: TreeMemo | None       # for arguments holding containers
 
 
+def _fixed(value: Any) -> bool:
+    """Are `value`'s leaves the same objects, of the same metadata, whenever it is bound?
+    A leaf of fixed metadata, None (no leaves), or a tuple (a namedtuple) of such."""
+    if value is None or (pytree.is_leaf(value) and arguments.has_fixed_metadata(value)):
+        return True
+    return isinstance(value, tuple) and all(_fixed(v) for v in value)
+
+
 def _deref(ref: Any) -> Any:
     return ref[0] if type(ref) is tuple else ref()
 
@@ -121,9 +129,7 @@ class CallAnalyzer:
         # every default a single leaf whose metadata cannot change: a call leaving them
         # out has them among its leaves as they were (a container default may have other
         # leaves by the next call, so it is flattened again, as an argument would be)
-        self.fixed_defaults = all(
-            pytree.is_leaf(p.default) and arguments.has_fixed_metadata(p.default)
-            for p in params if p.default is not p.empty)
+        self.fixed_defaults = all(_fixed(p.default) for p in params if p.default is not p.empty)
         self.memo: Memo | None = None  # the last call's analysis (weakly)
 
     def forget(self) -> None:
@@ -212,7 +218,8 @@ class CallAnalyzer:
             return call
         parts = (paths, tree, infos, key)
         if self.fixed_defaults and all(
-                pytree.is_leaf(a) and arguments.has_fixed_metadata(a) for a in args):
+                a is None or (pytree.is_leaf(a) and arguments.has_fixed_metadata(a))
+                for a in args):
             # the arguments themselves, and the defaults bound beside them, are the leaves:
             # the very same objects give the very same leaves
             # weakly: a compiled function must not keep its caller's arrays alive
