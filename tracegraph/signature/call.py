@@ -95,12 +95,15 @@ class Memo(NamedTuple):
     tree: TreeMemo | None       # for arguments holding containers
 
 
+def _fixed_leaf(value: Any) -> bool:
+    """A leaf whose metadata cannot change, or None (no leaves)."""
+    return value is None or (pytree.is_leaf(value) and arguments.has_fixed_metadata(value))
+
+
 def _fixed(value: Any) -> bool:
     """Are `value`'s leaves the same objects, of the same metadata, whenever it is bound?
-    A leaf of fixed metadata, None (no leaves), or a tuple (a namedtuple) of such."""
-    if value is None or (pytree.is_leaf(value) and arguments.has_fixed_metadata(value)):
-        return True
-    return isinstance(value, tuple) and all(_fixed(v) for v in value)
+    A fixed leaf, or a tuple (a namedtuple) of such."""
+    return _fixed_leaf(value) or (isinstance(value, tuple) and all(map(_fixed, value)))
 
 
 def _deref(ref: Any) -> Any:
@@ -126,9 +129,9 @@ class CallAnalyzer:
         # keywords are matched by name: their order is part of the signature only where
         # the function's **kwargs is used beyond reading it by name (keywords.py)
         self.keyword_order = keyword_order_matters(fn)
-        # every default a single leaf whose metadata cannot change: a call leaving them
-        # out has them among its leaves as they were (a container default may have other
-        # leaves by the next call, so it is flattened again, as an argument would be)
+        # every default of fixed leaves (_fixed): a call leaving them out has them among
+        # its leaves as they were (a dict or dataclass default may have other leaves by
+        # the next call, so it is flattened again, as an argument would be)
         self.fixed_defaults = all(_fixed(p.default) for p in params if p.default is not p.empty)
         self.memo: Memo | None = None  # the last call's analysis (weakly)
 
@@ -217,9 +220,7 @@ class CallAnalyzer:
         if kwargs:
             return call
         parts = (paths, tree, infos, key)
-        if self.fixed_defaults and all(
-                a is None or (pytree.is_leaf(a) and arguments.has_fixed_metadata(a))
-                for a in args):
+        if self.fixed_defaults and all(map(_fixed_leaf, args)):
             # the arguments themselves, and the defaults bound beside them, are the leaves:
             # the very same objects give the very same leaves
             # weakly: a compiled function must not keep its caller's arrays alive
