@@ -147,7 +147,7 @@ class CompiledFunction:
         compiles = self._compiles
         result = self._run(call, stream, compile_missing=compile_missing,
                            arm=args if plain else None,
-                           state=self._contract.state(args, kwargs, call.leaves))
+                           state=self._contract.state(args, kwargs, call.leaves, call.key))
         if self._compiles != compiles:
             self._contract.say_after_trace(args, kwargs, first=self._compiles == 1)
         return result

@@ -33,6 +33,7 @@ _GONE = ("absent",)  # the key of a chain that finds nothing
 # flattens: its structure and leaves are the signature's
 _FLATTENED = ("flattened",)
 _VALUES = (int, float, complex, bool, str, bytes, type(None), np.generic)
+_UNREAD = object()  # key()'s value, not read yet
 
 
 def value_key(value: Any, inputs: frozenset[int] = frozenset()) -> Any:
@@ -92,25 +93,42 @@ class Contract:
             p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
         # parameters a plain positional call may leave at their defaults (keyword-only too)
         self._defaults = {p.name: p.default for p in parameters if p.default is not p.empty}
+        # (signature key, checks, state) of the last call whose checks could be made
+        self._memo: tuple | None = None
 
     @property
     def empty(self) -> bool:
         return not self._starts and self.key is None
 
     # -- the key a call's graph is chosen by ------------------------------------------
-    def state(self, args: tuple, kwargs: dict, leaves: list) -> tuple:
-        """Each check's value as a key, then key()'s value: () when nothing is checked."""
+    def state(self, args: tuple, kwargs: dict, leaves: list, signature: tuple | None = None
+              ) -> tuple:
+        """Each check's value as a key, then key()'s value: () when nothing is checked.
+        `signature`: the call's signature key. The state of the last call is kept with its
+        checks (fast_checks): a call of the very same signature key (the signature memo's:
+        the same leaves) for which they all hold has that state, found by walking the
+        chains and comparing identities instead of building every value's key."""
         if self.empty:
             return ()
+        memo = self._memo
+        if memo is not None and signature is not None and memo[0] is signature and \
+                not kwargs and holds(memo[1], args):
+            return memo[2]
         named = self._arguments(args, kwargs) if any(
             s[0] == ARGUMENT for s in self._starts) else {}
         inputs = frozenset(map(id, leaves)) if named else frozenset()
         out = [_FLATTENED if s[0] == ARGUMENT and id(named.get(s[2])) not in inputs else
                value_key(self._find(c, s, named)[0], inputs if c.root == PARAMETER else
                          frozenset()) for c, s in zip(self.chains, self._starts)]
+        declared = _UNREAD
         if self.key is not None:
-            out.append(("key", self.declared()))
-        return tuple(out)
+            declared = self.declared()
+            out.append(("key", declared))
+        state = tuple(out)
+        checks = self.fast_checks(args, frozenset(map(id, leaves)), declared) \
+            if signature is not None and not kwargs else None
+        self._memo = (signature, checks, state) if checks is not None else None
+        return state
 
     def declared(self) -> Any:
         """key()'s value, which must be hashable (it is part of the signature)."""
@@ -136,9 +154,15 @@ class Contract:
                 for name, a, b in zip(names, then, now) if a != b]
 
     # -- the direct replay's checks ---------------------------------------------------
-    def fast_checks(self, args: tuple) -> tuple | None:
+    def fast_checks(self, args: tuple, leaves: frozenset[int] | None = None,
+                    declared: Any = _UNREAD) -> tuple | None:
         """The checks as tuples (module docstring), expecting what they find now for a
-        call of these positional arguments; None where one cannot be made that way."""
+        call of these positional arguments; None where one cannot be made that way (an
+        array whose memory may move under the same object and layout: a PyTorch tensor's
+        `.data =`). `leaves`: the ids of the call's leaves, where its arguments are not
+        all leaves: a chain from an argument that is not one (a container the signature
+        flattens) is the signature's, not checked. `declared`: key()'s value this call,
+        where it has been read."""
         out: list[tuple] = []
         if len(args) > len(self._positional):
             return None
@@ -148,6 +172,8 @@ class Contract:
             root, a, b = start
             if root == ARGUMENT and b not in named:
                 return None
+            if root == ARGUMENT and leaves is not None and id(named[b]) not in leaves:
+                continue
             now, depth = self._find(chain, start, named)
             if root == ARGUMENT and b in self._positional[:len(args)]:
                 b = self._positional.index(b)
@@ -158,15 +184,16 @@ class Contract:
             steps = chain.attributes[:depth]
             if now is _MISSING:
                 out.append((root + 10 * ABSENT, a, b, steps, None))
-            elif isinstance(now, np.ndarray) or (not arguments.has_fixed_metadata(now) and
-                                                 _described(now) is not None):
+            elif isinstance(now, np.ndarray):  # (its memory cannot move while held)
                 out.append((root + 10 * LAYOUT, a, b, steps,
-                            (now, getattr(now, "shape", None), getattr(now, "strides", None),
-                             getattr(now, "dtype", None))))
+                            (now, now.shape, now.strides, now.dtype)))
+            elif not arguments.has_fixed_metadata(now) and _described(now) is not None:
+                return None
             else:
                 out.append((root, a, b, steps, now))
         if self.key is not None:
-            out.append((CALL + 10 * EQUAL, self.key, None, (), self.declared()))
+            out.append((CALL + 10 * EQUAL, self.key, None, (),
+                        self.declared() if declared is _UNREAD else declared))
         return tuple(out)
 
     # -- after a trace ----------------------------------------------------------------

@@ -93,6 +93,21 @@ class Memo(NamedTuple):
     disjoint: bool              # no two arrays share memory: others of a kind may come
     dynamic: dict[int, tuple]   # leaf -> its key, for the dynamic scalars
     tree: TreeMemo | None       # for arguments holding containers
+    ids: list                   # the ids of what `refs` refers to
+    alive: list                 # [True] until one of the weakly held objects dies
+
+
+def _held(objects: Any) -> tuple[tuple, list, list]:
+    """Weak references to these objects (strong where they have none), their ids, and a
+    flag the death of any of them clears: while it is set, each id is still its object's,
+    so a list of equal ids is a list of the very same objects."""
+    alive = [True]
+
+    def died(_: Any) -> None:
+        alive[0] = False
+
+    objects = list(objects)
+    return tuple(weak(x, died) for x in objects), list(map(id, objects)), alive
 
 
 def _fixed_leaf(value: Any) -> bool:
@@ -180,6 +195,15 @@ class CallAnalyzer:
         """The memo's Call for these leaves, leaf by leaf: the same object, a dynamic
         scalar of the same key, an equal scalar, or an array of the same kind (described)."""
         paths, tree, infos, key = memo.parts
+        if memo.alive[0]:  # first all at once: the ids (the common replay loop)
+            ids, held = list(map(id, leaves)), memo.ids
+            for i, part in memo.dynamic.items():
+                if ids[i] != held[i]:  # a dynamic scalar: keyed by its type
+                    if self._leaf_key(leaves[i], paths[i], None, None) != part:
+                        return None
+                    ids[i] = held[i]
+            if ids == held:
+                return Call(leaves, paths, tree, infos, key)
         moved = False
         for i, (x, r) in enumerate(zip(leaves, memo.refs)):
             if _deref(r) is x:
@@ -203,8 +227,9 @@ class CallAnalyzer:
         if moved:
             if not arguments.disjoint(infos):
                 return None  # now sharing memory: another signature
-            self.memo = memo._replace(refs=tuple(map(weak, leaves)),
-                                      parts=(paths, tree, infos, key))
+            refs, ids, alive = _held(leaves)
+            self.memo = memo._replace(refs=refs, parts=(paths, tree, infos, key), ids=ids,
+                                      alive=alive)
         return Call(leaves, paths, tree, infos, key)
 
     # -- the full analysis --------------------------------------------------------
@@ -225,18 +250,20 @@ class CallAnalyzer:
             # the very same objects give the very same leaves
             # weakly: a compiled function must not keep its caller's arrays alive
             simple = len(leaves) == len(args) and all(leaf is a for leaf, a in zip(leaves, args))
-            self.memo = Memo(tuple(map(weak, args)),
-                             None if simple else tuple(map(weak, leaves)), parts,
+            refs, ids, alive = _held(args)
+            self.memo = Memo(refs, None if simple else tuple(map(weak, leaves)), parts,
                              simple and arguments.disjoint(infos),
-                             self._dynamic_keys(paths, key) if simple else {}, None)
+                             self._dynamic_keys(paths, key) if simple else {}, None, ids,
+                             alive)
         elif len(args) == self.positional_arity and \
                 all(map(arguments.has_fixed_metadata, leaves)):
             root: tuple = (args, {})
-            self.memo = Memo(tuple(map(weak, leaves)), None, parts, arguments.disjoint(infos),
+            refs, ids, alive = _held(leaves)
+            self.memo = Memo(refs, None, parts, arguments.disjoint(infos),
                              self._dynamic_keys(paths, key),
                              TreeMemo(len(args), pytree.flatten_leaves(root)[1],
                                       tuple((acc, pytree.key_order(acc(root)))
-                                            for acc in pytree.dicts_in(tree))))
+                                            for acc in pytree.dicts_in(tree))), ids, alive)
         return call
 
     def _dynamic_keys(self, paths: list, key: tuple) -> dict[int, tuple]:
@@ -327,12 +354,12 @@ class CallAnalyzer:
 _NO_WEAKREF: set[type] = set()
 
 
-def weak(x: Any) -> Any:
+def weak(x: Any, callback: Callable[[Any], Any] | None = None) -> Any:
     """A weak reference to x (an array), or (x,) for what has none (scalars, None)."""
     t = type(x)
     if t not in _NO_WEAKREF:
         try:
-            return weakref.ref(x)
+            return weakref.ref(x, callback)
         except TypeError:
             _NO_WEAKREF.add(t)
     return (x,)
