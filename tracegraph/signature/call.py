@@ -197,9 +197,9 @@ class CallAnalyzer:
         paths, tree, infos, key = memo.parts
         if memo.alive[0]:  # first all at once: the ids (the common replay loop)
             ids, held = list(map(id, leaves)), memo.ids
-            for i, part in memo.dynamic.items():
+            for i, scalar in memo.dynamic.items():
                 if ids[i] != held[i]:  # a dynamic scalar: keyed by its type
-                    if self._leaf_key(leaves[i], paths[i], None, None) != part:
+                    if self._leaf_key(leaves[i], paths[i], None, None) != scalar:
                         return None
                     ids[i] = held[i]
             if ids == held:
