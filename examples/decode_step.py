@@ -16,10 +16,9 @@ One step, for a batch of sequences that are all at position `pos`:
                                                                    ops.argmax)
 
 Each ops.linear is one node with the bias, the GELU and the residual applied in it: a
-GEMV kernel for buckets of up to four rows (it reads the weights once, at the memory's
-speed), a cuBLASLt node with its epilogue for larger ones (on a GPU with nvmath-python).
-A layer is 7 kernel nodes, beside them the memsets of the GEMVs' and the attention's
-ticket counters, which depend on nothing.
+cuBLASLt node with its epilogue on a GPU with nvmath-python, else (the simulator) a GEMV
+kernel for buckets of up to four rows. A layer is 7 nodes, beside them the memsets of
+the attention's (and the GEMVs') ticket counters, which depend on nothing.
 
 `decode_step` is compiled with `dynamic={"tokens": 0, "pos": "value"}`: the batch (axis 0
 of `tokens`) goes through buckets, and `pos` is a kernel parameter patched on every call,

@@ -136,8 +136,9 @@ GEMV_SHAPES = {"one-row": (1, 24, 40, "numpy"), "split-k": (1, 301, 9, "numpy"),
 def test_linear_of_a_few_rows_is_one_gemv_kernel(backend, monkeypatch, shape, dtype):
     """At most gemv.ROWS rows: one GEMV kernel (a memset of its tickets beside it where k
     is split) with bias, residual and activation applied in it; its sums in a fixed order,
-    so a replay gives the same bits; TRACEGRAPH_MATMUL=cublas sends it to cuBLASLt."""
-    monkeypatch.setenv("TRACEGRAPH_MATMUL", "auto")
+    so a replay gives the same bits (TRACEGRAPH_MATMUL=kernel: where cuBLAS is there, a
+    float32 product is cuBLASLt's)."""
+    monkeypatch.setenv("TRACEGRAPH_MATMUL", "kernel")
     m, k, n, orientation = GEMV_SHAPES[shape]
     torch_oriented = orientation == "torch"
     x, b, r = rand((m, k), dtype, 20), rand(n, dtype, 21), rand((m, n), dtype, 22)

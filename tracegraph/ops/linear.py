@@ -1,8 +1,10 @@
 """Dense layers: activation(x @ w + bias + residual) as one node where it can be.
 
-A product of at most four rows (a decode step's) is one GEMV kernel (gemv.py) that reads
-w once at the memory's speed, with the bias, residual and activation applied as it
-writes; TRACEGRAPH_MATMUL=cublas sends it to cuBLASLt instead.
+Where cuBLAS is there (tracegraph.ops.matmul's engine), a float32 product is one cuBLASLt
+node. Elsewhere (no cuBLAS: the simulator; other dtypes; TRACEGRAPH_MATMUL=kernel) a
+product of at most four rows (a decode step's) is one GEMV kernel (gemv.py), with the
+bias, residual and activation applied as it writes. On an H100 cuBLASLt's GEMV ran a
+decode step's products faster than this kernel (docs/performance.md), so it goes first.
 
 cuBLASLt computes D = epilogue(A @ B + beta * C): the residual is its C (beta = 1), the
 bias and the activation (ReLU, or GELU's tanh approximation) its epilogue, so a
@@ -34,10 +36,10 @@ def linear(x: Any, w: Any, bias: Any = None, *, activation: str | None = None,
     None, a residual (m, n) or None, and activation None, "relu" or "gelu" (the tanh
     approximation).
 
-    One node where it can be: a GEMV kernel for at most four rows of one float dtype
-    (unless TRACEGRAPH_MATMUL=cublas), else one cuBLASLt node where cuBLAS is there
-    (tracegraph.ops.matmul's engine) and everything is float32; elsewhere matmul, then add
-    and the activation in place on the result. GELU needs a floating-point result. `out`
+    One node where it can be: one cuBLASLt node where cuBLAS is there
+    (tracegraph.ops.matmul's engine) and everything is float32; else a GEMV kernel for at
+    most four rows of one float dtype (unless TRACEGRAPH_MATMUL=cublas); elsewhere matmul,
+    then add and the activation in place on the result. GELU needs a floating-point result. `out`
     may be the residual itself (x = x + h @ w + b, in place).
     """
     op = "linear"
@@ -80,11 +82,9 @@ def linear(x: Any, w: Any, bias: Any = None, *, activation: str | None = None,
         if B.must_copy(bias, out, in_place=False):
             bias = copy(bias)
     B.combines(op, x, x.shape[1])
-    result = None
-    if config.matmul_engine() != "cublas":
+    result = _cublaslt_linear(x, w, bias, residual, activation, out)
+    if result is None and config.matmul_engine() != "cublas":
         result = gemv_linear(x, w, bias, residual, activation, out)
-    if result is None:
-        result = _cublaslt_linear(x, w, bias, residual, activation, out)
     if result is not None:
         return result
     if given and residual is not None and B.overlaps(residual, out):
