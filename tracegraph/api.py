@@ -147,7 +147,7 @@ class CompiledFunction:
         compiles = self._compiles
         result = self._run(call, stream, compile_missing=compile_missing,
                            arm=args if plain else None,
-                           state=self._contract.state(args, kwargs, call.leaves, call.key))
+                           state=self._contract.state(args, kwargs, call.key))
         if self._compiles != compiles:
             self._contract.say_after_trace(args, kwargs, first=self._compiles == 1)
         return result
@@ -170,7 +170,7 @@ class CompiledFunction:
         is sized once), from example arguments of any length; a progress bar on a
         terminal. Without dynamic=, compiles the signature of these arguments."""
         call = self._calls.analyze(args, kwargs)
-        state = self._contract.state(args, kwargs, call.leaves)
+        state = self._contract.state(args, kwargs)
         if self._spec is None or not self._spec.axes:
             self._run(call, None, compile_missing=True, launch=False, state=state)
             return
@@ -216,7 +216,7 @@ class CompiledFunction:
         """`arm`: the caller's arguments; where they are the call's leaves, of fixed
         metadata, the executable may replay the next call of the same objects directly.
         `state`: the checked names' and key()'s values (contract/), part of the key."""
-        padded = None
+        padded, signature = None, call.key
         if self._spec is not None and self._spec.axes:
             call, padded = self._padded(call, reuse=launch and stream is None, stream=stream)
         if state:
@@ -234,7 +234,7 @@ class CompiledFunction:
         if not launch:
             return None
         executable = entry.executable
-        checks = self._contract.fast_checks(arm) if arm is not None and padded is None \
+        checks = self._contract.checks_of(arm, signature) if arm is not None and padded is None \
             and not self._verify and hasattr(executable, "replay_same") \
             and _same_objects(arm, call.leaves) else None
         if checks is not None:  # (arm: these very arguments, checked as they are now)

@@ -56,6 +56,20 @@ def _unregistered_dataclasses(leaves: list[Any]) -> set[type]:
             and type(x) not in _dataclasses_seen}
 
 
+def attribute_fields(value: Any) -> tuple[str, ...] | None:
+    """The attribute names a container's children are flattened from: a namedtuple's
+    fields, a registered dataclass's init fields; None for anything else (a leaf, or a
+    container of items)."""
+    t = type(value)
+    if t in _dataclasses_seen:
+        return tuple(f.name for f in dataclasses.fields(t) if f.init)
+    if isinstance(value, tuple) and t is not tuple:
+        fields = getattr(t, "_fields", None)
+        if isinstance(fields, tuple) and optree.is_namedtuple_class(t):
+            return fields
+    return None
+
+
 def is_leaf(value: Any) -> bool:
     """Is `value` a single leaf (so a call made of such values needs no flattening)? Decided
     once per type: containers are containers by type."""

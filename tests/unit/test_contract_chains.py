@@ -64,7 +64,16 @@ def outer():
         self.a = 2
         del self.b
 
-    return {f.__name__: f for f in (attributes, augmented, nested, shadowed, captured, stores)}
+    def copied_over(self, cfg, names):
+        launch = Box()
+        launch.omega = cfg.omega  # a store into a local's attribute of the same name
+        launch.total += cfg.total
+        tags = [cfg for cfg in names]  # (inlined from 3.12: the loop's own cfg)
+        pairs = {k: [cfg for cfg in v] for k, v in names}
+        return launch, tags, pairs
+
+    return {f.__name__: f for f in (attributes, augmented, nested, shadowed, captured, stores,
+                                    copied_over)}
 
 out = {}
 for name, f in outer().items():
@@ -95,6 +104,10 @@ EXPECTED = {
     # a parameter the code assigns is a local: none of its chains are the argument's
     "shadowed": {"loaded": [], "stored": ["x"]},
     "stores": {"loaded": [], "stored": ["G", "self.a", "self.b"]},
+    # neither an attribute stored into a local of the same name, nor a comprehension's
+    # variable named as a parameter, is the parameter's state
+    "copied_over": {"loaded": [["global", "Box", []], ["parameter", "cfg", ["omega"]],
+                               ["parameter", "cfg", ["total"]]], "stored": []},
 }
 
 

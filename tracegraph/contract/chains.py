@@ -66,19 +66,32 @@ def _scan(code: types.CodeType, parameters: frozenset[str], captured: frozenset[
     function uses is one in the function too); `free`: its closure variables visible here."""
     chain: Chain | None = None
     last: Chain | None = None  # the chain loaded last (`self.t += 1` stores it back)
-    for ins in dis.get_instructions(code):
+    copied: Chain | None = None  # a chain whose object was copied for its last attribute
+    updated: set[Chain] = set()  # chains loaded as `self.t += 1` loads them (COPY 1 first)
+    instructions = list(dis.get_instructions(code))
+    inlined = _inlined_comprehension_stores(instructions)
+    for index, ins in enumerate(instructions):
         op = ins.opname
-        if op in _TRANSPARENT or (op == "COPY" and ins.arg == 1):  # (`self.t += 1`)
+        if index in inlined:  # (an inlined comprehension's own variable, 3.12+)
+            chain = None
+            continue
+        if op in _TRANSPARENT:
+            continue
+        if op == "COPY" and ins.arg == 1:  # (`self.t += 1`: the object kept to store into)
+            copied = chain
             continue
         if chain is not None and op in _LOAD_ATTRIBUTE:
-            chain = Chain(chain.root, chain.name, (*chain.attributes, str(ins.argval)))
+            grown = Chain(chain.root, chain.name, (*chain.attributes, str(ins.argval)))
+            if copied is chain:
+                updated.add(grown)
+            chain, copied = grown, None
             continue
         if op in ("STORE_ATTR", "DELETE_ATTR"):
             name = str(ins.argval)
             if chain is not None:  # (the object stored to is the chain just loaded)
                 stored.add(Chain(chain.root, chain.name, (*chain.attributes, name)))
-            elif last is not None and last.attributes[-1:] == (name,):
-                stored.add(last)
+            elif last is not None and last in updated and last.attributes[-1:] == (name,):
+                stored.add(last)  # (only an augmented assignment's: `o.t = cfg.t` is not)
         elif op in ("STORE_GLOBAL", "DELETE_GLOBAL"):
             stored.add(Chain(GLOBAL, str(ins.argval)))
         elif op in _STORE_LOCAL or op == "STORE_FAST_LOAD_FAST":
@@ -96,6 +109,47 @@ def _scan(code: types.CodeType, parameters: frozenset[str], captured: frozenset[
         if isinstance(const, types.CodeType):  # nested: its own locals shadow our names
             own = set(const.co_cellvars) | set(const.co_varnames)
             _scan(const, frozenset(), captured - own, free - own, loaded, stored)
+
+
+def _inlined_comprehension_stores(instructions: list[dis.Instruction]) -> set[int]:
+    """The indices of the stores an inlined comprehension (Python 3.12+, PEP 709) makes to
+    its own variable: between the LOAD_FAST_AND_CLEAR that saves the name's value and the
+    END_FOR of its loop, then the two that put the saved value back (after the loop, and
+    before the RERAISE of its exception path). They do not rebind the function's name."""
+    out: set[int] = set()
+    loops = 0  # FOR_ITERs without their END_FOR so far, in code order
+    open_at: dict[str, list[int]] = {}  # name -> the loop depth each saving opened at
+    restores: dict[str, int] = {}  # name -> restores after the loop still to come
+    for index, ins in enumerate(instructions):
+        op, name = ins.opname, ins.argval
+        if op == "LOAD_FAST_AND_CLEAR":
+            open_at.setdefault(str(name), []).append(loops)
+        elif op == "FOR_ITER":
+            loops += 1
+        elif op == "END_FOR":
+            loops -= 1
+            for saved, depths in open_at.items():
+                while depths and depths[-1] == loops:
+                    depths.pop()
+                    restores[saved] = restores.get(saved, 0) + 1
+        elif op in ("STORE_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"):
+            names = name if isinstance(name, tuple) else (name,)
+            if op == "STORE_FAST_LOAD_FAST":
+                names = names[:1]
+            following = next((i.opname for i in instructions[index + 1:]
+                              if i.opname not in _TRANSPARENT), "")
+            owned = []
+            for stored in map(str, names):
+                if open_at.get(stored):
+                    owned.append(stored)  # the loop's variable
+                elif following == "RERAISE" and stored in open_at:
+                    owned.append(stored)  # the exception path's restore
+                elif restores.get(stored):
+                    restores[stored] -= 1
+                    owned.append(stored)  # the restore after the loop
+            if len(owned) == len(names):
+                out.add(index)
+    return out
 
 
 def _root(ins: dis.Instruction, parameters: frozenset[str], captured: frozenset[str],

@@ -20,40 +20,38 @@ from typing import Any
 
 import numpy as np
 
+from .. import pytree
 from ..errors import TraceError
 from ..signature import arguments
 from ..signature.call import Same, static_key
 from ..traced import Array
-from .chains import CLOSURE, GLOBAL, PARAMETER, Chain, names_of
+from .chains import CLOSURE, GLOBAL, Chain, names_of
 
 IDENTITY, LAYOUT, EQUAL, ABSENT = 0, 1, 2, 3
 GLOBALS, CELL, OBJECT, ARGUMENT, CALL = 0, 1, 2, 3, 4
 _GONE = ("absent",)  # the key of a chain that finds nothing
-# the key of a chain from a container argument (a dict, tuple, dataclass) the signature
-# flattens: its structure and leaves are the signature's
-_FLATTENED = ("flattened",)
+# the key of a chain from a parameter that stays inside its argument's structure: what
+# it reads is the signature's (in_structure)
+_IN_SIGNATURE = ("in the signature",)
 _VALUES = (int, float, complex, bool, str, bytes, type(None), np.generic)
 _UNREAD = object()  # key()'s value, not read yet
 
 
-def value_key(value: Any, inputs: frozenset[int] = frozenset()) -> Any:
+def value_key(value: Any) -> Any:
     """How a checked name's value enters the key: numbers, strings, None and tuples of them
-    by value (typed, as a signature keys a scalar); an array by its memory and layout (one
-    of the call's own arrays, `inputs`, by neither: the signature has it); a bound method
-    by its instance and function; anything else by identity."""
+    by value (typed, as a signature keys a scalar); an array by its memory and layout; a
+    bound method by its instance and function; anything else by identity."""
     if value is _MISSING:
         return _GONE
     if isinstance(value, _VALUES):
         return static_key(value)
     if type(value) is tuple:
-        return ("tuple", tuple(value_key(v, inputs) for v in value))
+        return ("tuple", tuple(value_key(v) for v in value))
     if isinstance(value, types.MethodType):
         return ("method", Same(value.__self__), Same(value.__func__))
     if isinstance(value, types.BuiltinMethodType) and \
             not isinstance(value.__self__, types.ModuleType):
         return ("method", Same(value.__self__), value.__name__)
-    if id(value) in inputs:
-        return ("input",)
     info = None if isinstance(value, (type, Array)) else _described(value)
     if info is not None:
         return ("array", info.placement, info.ptr, info.shape, info.strides, str(info.dtype))
@@ -101,8 +99,7 @@ class Contract:
         return not self._starts and self.key is None
 
     # -- the key a call's graph is chosen by ------------------------------------------
-    def state(self, args: tuple, kwargs: dict, leaves: list, signature: tuple | None = None
-              ) -> tuple:
+    def state(self, args: tuple, kwargs: dict, signature: tuple | None = None) -> tuple:
         """Each check's value as a key, then key()'s value: () when nothing is checked.
         `signature`: the call's signature key. The state of the last call is kept with its
         checks (fast_checks): a call of the very same signature key (the signature memo's:
@@ -116,19 +113,29 @@ class Contract:
             return memo[2]
         named = self._arguments(args, kwargs) if any(
             s[0] == ARGUMENT for s in self._starts) else {}
-        inputs = frozenset(map(id, leaves)) if named else frozenset()
-        out = [_FLATTENED if s[0] == ARGUMENT and id(named.get(s[2])) not in inputs else
-               value_key(self._find(c, s, named)[0], inputs if c.root == PARAMETER else
-                         frozenset()) for c, s in zip(self.chains, self._starts)]
+        out = []
+        for c, s in zip(self.chains, self._starts):
+            part = in_structure(c, named.get(s[2], _MISSING)) if s[0] == ARGUMENT else None
+            out.append(value_key(self._find(c, s, named)[0]) if part is None else
+                       _IN_SIGNATURE if not part else ("method of", Same(part[2])))
         declared = _UNREAD
         if self.key is not None:
             declared = self.declared()
             out.append(("key", declared))
         state = tuple(out)
-        checks = self.fast_checks(args, frozenset(map(id, leaves)), declared) \
-            if signature is not None and not kwargs else None
+        checks = self.fast_checks(args, declared) if signature is not None and not kwargs \
+            else None
         self._memo = (signature, checks, state) if checks is not None else None
         return state
+
+    def checks_of(self, args: tuple, signature: tuple) -> tuple | None:
+        """The checks the state of this call (its signature key) was read with, before any
+        trace it caused (a trace may change what they find: a helper's side effect): what
+        a direct replay of these arguments checks. None: none could be made."""
+        if self.empty:
+            return self.fast_checks(args)
+        memo = self._memo
+        return memo[1] if memo is not None and memo[0] is signature else None
 
     def declared(self) -> Any:
         """key()'s value, which must be hashable (it is part of the signature)."""
@@ -154,31 +161,29 @@ class Contract:
                 for name, a, b in zip(names, then, now) if a != b]
 
     # -- the direct replay's checks ---------------------------------------------------
-    def fast_checks(self, args: tuple, leaves: frozenset[int] | None = None,
-                    declared: Any = _UNREAD) -> tuple | None:
+    def fast_checks(self, args: tuple, declared: Any = _UNREAD) -> tuple | None:
         """The checks as tuples (module docstring), expecting what they find now for a
         call of these positional arguments; None where one cannot be made that way (an
         array whose memory may move under the same object and layout: a PyTorch tensor's
-        `.data =`). `leaves`: the ids of the call's leaves, where its arguments are not
-        all leaves: a chain from an argument that is not one (a container the signature
-        flattens) is the signature's, not checked. `declared`: key()'s value this call,
-        where it has been read."""
+        `.data =`). A chain that stays inside its argument's structure is the signature's:
+        not checked. `declared`: key()'s value this call, where it has been read."""
         out: list[tuple] = []
         if len(args) > len(self._positional):
             return None
         named = self._arguments(args, {})
-        given = {id(a) for a in args}
         for chain, start in zip(self.chains, self._starts):
             root, a, b = start
             if root == ARGUMENT and b not in named:
                 return None
-            if root == ARGUMENT and leaves is not None and id(named[b]) not in leaves:
+            part = in_structure(chain, named[b]) if root == ARGUMENT else None
+            if part == ():
+                continue
+            if part is not None:  # a container's method: its class's function
+                out.append((OBJECT, part[0], None, (part[1],), getattr(part[0], part[1])))
                 continue
             now, depth = self._find(chain, start, named)
             if root == ARGUMENT and b in self._positional[:len(args)]:
                 b = self._positional.index(b)
-                if id(now) in given and depth < len(chain.attributes):
-                    continue  # (an argument array's attributes: the very object is checked)
             elif root == ARGUMENT:  # a parameter left at its default: that very object
                 root, a, b = OBJECT, named[b], None
             steps = chain.attributes[:depth]
@@ -260,6 +265,32 @@ class Contract:
 
 
 _MISSING = object()
+
+
+def in_structure(chain: Chain, argument: Any) -> tuple | None:
+    """Where a chain from a parameter stays inside the structure the signature flattens its
+    argument into (through container fields, a namedtuple's or a dataclass's init fields,
+    to a container or a leaf, or on into an array leaf's attributes: its layout), the
+    signature keys what it reads: (). A method of a container met on the way (`d.items`)
+    reads the container through its class's function: (class, name, that function),
+    the function checked. Elsewhere (an attribute of an object leaf, a container's class
+    attribute that is no function) None: what the chain finds is checked as any other
+    name's."""
+    value = argument
+    for name in chain.attributes:
+        if value is _MISSING or _described(value) is not None:
+            break
+        fields = pytree.attribute_fields(value)
+        if fields is not None and name in fields:
+            value = getattr(value, name, _MISSING)
+            continue
+        if pytree.is_leaf(value):
+            return None
+        found = inspect.getattr_static(type(value), name, None)
+        if callable(found) and not isinstance(found, type):
+            return (type(value), name, found)
+        return None
+    return None if value is _MISSING else ()
 
 
 def state_of(key: tuple) -> tuple:

@@ -6,9 +6,12 @@ followed; moved arrays that keep tracing are warned about; a replay names what c
 weights made lazily while tracing are said, then a clear error."""
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import fractions
 import functools
+import types
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -316,3 +319,63 @@ class _MatchCfg:
     def __init__(self):
         self.scale = 2.0
 
+
+
+class _Opts:
+    def __init__(self, relax):
+        self.relax = relax
+
+
+@dataclasses.dataclass
+class _Problem:
+    x: object
+    opts: _Opts
+
+
+class _Params(NamedTuple):
+    w: object
+    SCALE = 2.0  # a class attribute, not a field
+
+
+def test_chains_through_a_container_argument_into_an_object_or_a_class_attribute(backend):
+    """prob.opts.relax (an object leaf's attribute) and p.SCALE (a namedtuple's class
+    attribute) leave the structure the signature flattens: checked as names are."""
+    @tg.compile(backend=backend)
+    def solve(prob, p):
+        out = tg.empty_like(prob.x)
+        scale[1, N](prob.x, prob.opts.relax * p.SCALE, out)
+        return out
+
+    x = cuda.to_device(np.arange(N, dtype=np.float64))
+    prob, p = _Problem(x, _Opts(0.5)), _Params(x)
+    try:
+        np.testing.assert_array_equal(_host(solve(prob, p)), 1.0 * np.arange(N))
+        prob.opts.relax = 0.25
+        np.testing.assert_array_equal(_host(solve(prob, p)), 0.5 * np.arange(N))
+        _Params.SCALE = 8.0
+        np.testing.assert_array_equal(_host(solve(prob, p)), 2.0 * np.arange(N))
+        # a rebuilt container of the same leaves: the signature's, no trace
+        traces = len(solve.compiled)
+        np.testing.assert_array_equal(_host(solve(_Problem(x, prob.opts), _Params(x))),
+                                      2.0 * np.arange(N))
+        assert len(solve.compiled) == traces
+    finally:
+        _Params.SCALE = 2.0
+
+
+def test_buffers_named_by_an_object_argument_and_also_passed_are_followed(backend):
+    """bufs.cur / bufs.nxt hold two of the call's own arrays, swapped between calls: what
+    the attributes hold is checked by memory, not taken for the arguments themselves."""
+    @tg.compile(backend=backend)
+    def step(u, v, bufs):
+        scale[1, N](bufs.cur, 2.0, bufs.nxt)
+
+    u = cuda.to_device(np.arange(N, dtype=np.float64))
+    v = cuda.to_device(np.zeros(N))
+    bufs = types.SimpleNamespace(cur=u, nxt=v)
+    want = np.arange(N, dtype=np.float64)
+    for _ in range(4):
+        step(u, v, bufs)
+        want = 2 * want
+        np.testing.assert_array_equal(_host(bufs.nxt), want)
+        bufs.cur, bufs.nxt = bufs.nxt, bufs.cur

@@ -5,6 +5,7 @@ state, a variant whose base graph's paths changed. It replays directly while the
 and traces (or takes the matching graph) when they do not."""
 from __future__ import annotations
 
+import types
 import weakref
 
 import numpy as np
@@ -306,3 +307,32 @@ class _Child:
     def run(self, x):
         add_to[1, 32](x, self.owner.scale)
 
+
+
+PHASE = types.SimpleNamespace(phase=0)
+
+
+def _next_phase():  # a helper's side effect: runs when the function traces
+    PHASE.phase += 1
+
+
+def test_the_direct_replay_checks_the_state_the_graph_was_traced_for(backend):
+    """The checks a direct replay makes are read with the call's state, before its trace:
+    a trace that changes a checked name (through a helper) leaves the next call to trace
+    for the new value, not to replay the old graph directly."""
+    PHASE.phase = 0
+
+    @tg.compile(backend=backend)
+    def f(x):
+        p = PHASE.phase
+        _next_phase()
+        out = tg.empty_like(x)
+        scale[1, N](x, float(p + 1), out)
+        return out
+
+    x = cuda.to_device(np.arange(N, dtype=np.float64))
+    for want in (1.0, 2.0, 3.0):
+        got = f(x)
+        np.testing.assert_array_equal(
+            got.copy_to_host() if hasattr(got, "copy_to_host") else got,
+            want * np.arange(N))
