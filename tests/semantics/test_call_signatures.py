@@ -305,3 +305,26 @@ def test_a_dict_argument_in_another_key_order_is_seen_on_the_next_call(backend):
     f(x, {"double": one, "one": one})
     np.testing.assert_allclose(host(x), np.full(N, 1.0))  # 0 * 2 + 1
     assert len(f.compiled) == 2
+
+
+@dataclasses.dataclass
+class _Settings:
+    x: object
+    k: float = dataclasses.field(default=0.0, init=False)
+
+    def __post_init__(self):
+        self.k = 2.0
+
+
+def test_a_dataclass_argument_is_rebuilt_from_its_init_fields(backend):
+    """docs/sharp-edges.md: an init=False field holds what __post_init__ sets, and an
+    attribute set on the instance afterwards is absent inside the trace."""
+    f = tg.compile(lambda s: scale[1, 8](s.x, s.k, s.x), backend=backend)
+    s = _Settings(np.ones(8))
+    s.k = 5.0  # not an init field: the rebuilt instance has 2.0
+    f(s)
+    np.testing.assert_array_equal(s.x, np.full(8, 2.0))
+    s.extra = 1.0
+    g = tg.compile(lambda s: scale[1, 8](s.x, s.extra, s.x), backend=backend)
+    with pytest.raises(AttributeError, match="extra"):
+        g(s)
