@@ -236,7 +236,7 @@ class CompiledFunction:
         executable = entry.executable
         checks = self._contract.checks_of(arm, signature) if arm is not None and padded is None \
             and not self._verify and hasattr(executable, "replay_same") \
-            and _same_objects(arm, call.leaves) else None
+            and self._calls.fixed_defaults and _same_objects(arm, call.leaves) else None
         if checks is not None:  # (arm: these very arguments, checked as they are now)
             result = executable.run(call.leaves, call.infos, stream, arm=True, checks=checks)
             self._hot = executable

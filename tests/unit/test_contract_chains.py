@@ -42,6 +42,8 @@ def outer():
     def augmented(self):
         self.t += 1
         G.count += 1
+        self.u += self.dt
+        self.a.b += G.step
 
     def nested(self, x):
         y = [z.a for z in x]
@@ -70,7 +72,8 @@ def outer():
         launch.total += cfg.total
         tags = [cfg for cfg in names]  # (inlined from 3.12: the loop's own cfg)
         pairs = {k: [cfg for cfg in v] for k, v in names}
-        return launch, tags, pairs
+        later = [lambda: cfg for cfg in names]  # (a cell on 3.12+)
+        return launch, tags, pairs, later
 
     return {f.__name__: f for f in (attributes, augmented, nested, shadowed, captured, stores,
                                     copied_over)}
@@ -93,8 +96,10 @@ EXPECTED = {
         ["parameter", "self", ["kern"]], ["parameter", "x", ["shape"]],
         ["parameter", "kw", ["items"]], ["closure", "c", ["real"]],
         ["parameter", "k", ["bit_length"]]], "stored": []},
-    "augmented": {"loaded": [["parameter", "self", ["t"]], ["global", "G", ["count"]]],
-                  "stored": ["G.count", "self.t"]},
+    "augmented": {"loaded": [["parameter", "self", ["t"]], ["global", "G", ["count"]],
+                             ["parameter", "self", ["u"]], ["parameter", "self", ["dt"]],
+                             ["parameter", "self", ["a", "b"]], ["global", "G", ["step"]]],
+                  "stored": ["G.count", "self.a.b", "self.t", "self.u"]},
     # a comprehension's own variable and a lambda's parameter are not the function's; the
     # closure variable d the lambda reads is, and so is the parameter self it reads
     "nested": {"loaded": [["global", "CFG", ["other"]], ["closure", "d", []],

@@ -65,14 +65,15 @@ def _scan(code: types.CodeType, parameters: frozenset[str], captured: frozenset[
     nested code); `captured`: its parameters as cells this code reads (a parameter a nested
     function uses is one in the function too); `free`: its closure variables visible here."""
     chain: Chain | None = None
-    last: Chain | None = None  # the chain loaded last (`self.t += 1` stores it back)
     copied: Chain | None = None  # a chain whose object was copied for its last attribute
-    updated: set[Chain] = set()  # chains loaded as `self.t += 1` loads them (COPY 1 first)
+    updated: Chain | None = None  # the chain `self.t += x` loaded (COPY 1 first), to store
     instructions = list(dis.get_instructions(code))
     inlined = _inlined_comprehension_stores(instructions)
     for index, ins in enumerate(instructions):
         op = ins.opname
         if index in inlined:  # (an inlined comprehension's own variable, 3.12+)
+            if chain is not None:
+                loaded.setdefault(chain, None)
             chain = None
             continue
         if op in _TRANSPARENT:
@@ -83,15 +84,16 @@ def _scan(code: types.CodeType, parameters: frozenset[str], captured: frozenset[
         if chain is not None and op in _LOAD_ATTRIBUTE:
             grown = Chain(chain.root, chain.name, (*chain.attributes, str(ins.argval)))
             if copied is chain:
-                updated.add(grown)
+                updated = grown
             chain, copied = grown, None
             continue
         if op in ("STORE_ATTR", "DELETE_ATTR"):
             name = str(ins.argval)
             if chain is not None:  # (the object stored to is the chain just loaded)
                 stored.add(Chain(chain.root, chain.name, (*chain.attributes, name)))
-            elif last is not None and last in updated and last.attributes[-1:] == (name,):
-                stored.add(last)  # (only an augmented assignment's: `o.t = cfg.t` is not)
+            elif updated is not None and updated.attributes[-1:] == (name,):
+                stored.add(updated)  # (only an augmented assignment's: `o.t = cfg.t` is not)
+            updated = None
         elif op in ("STORE_GLOBAL", "DELETE_GLOBAL"):
             stored.add(Chain(GLOBAL, str(ins.argval)))
         elif op in _STORE_LOCAL or op == "STORE_FAST_LOAD_FAST":
@@ -101,7 +103,6 @@ def _scan(code: types.CodeType, parameters: frozenset[str], captured: frozenset[
                     stored.add(Chain(PARAMETER, str(name)))
         if chain is not None:
             loaded.setdefault(chain, None)
-            last = chain
         chain = _root(ins, parameters, captured, free)
     if chain is not None:
         loaded.setdefault(chain, None)
@@ -132,7 +133,8 @@ def _inlined_comprehension_stores(instructions: list[dis.Instruction]) -> set[in
                 while depths and depths[-1] == loops:
                     depths.pop()
                     restores[saved] = restores.get(saved, 0) + 1
-        elif op in ("STORE_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"):
+        elif op in ("STORE_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST",
+                    "STORE_DEREF"):
             names = name if isinstance(name, tuple) else (name,)
             if op == "STORE_FAST_LOAD_FAST":
                 names = names[:1]

@@ -277,7 +277,7 @@ def in_structure(chain: Chain, argument: Any) -> tuple | None:
     attribute that is no function) None: what the chain finds is checked as any other
     name's."""
     value = argument
-    for name in chain.attributes:
+    for depth, name in enumerate(chain.attributes):
         if value is _MISSING or _described(value) is not None:
             break
         fields = pytree.attribute_fields(value)
@@ -287,7 +287,8 @@ def in_structure(chain: Chain, argument: Any) -> tuple | None:
         if pytree.is_leaf(value):
             return None
         found = inspect.getattr_static(type(value), name, None)
-        if callable(found) and not isinstance(found, type):
+        if depth == len(chain.attributes) - 1 and (
+                inspect.isroutine(found) or isinstance(found, (classmethod, staticmethod))):
             return (type(value), name, found)
         return None
     return None if value is _MISSING else ()
@@ -379,7 +380,10 @@ def _code_functions(fn: Callable) -> list[tuple[types.FunctionType, dict[str, An
     while True:
         if isinstance(fn, functools.partial):
             inner = _code_functions(fn.func)
-            names = inner[0][0].__code__.co_varnames if inner else ()
+            # its arguments follow the parameters the function it wraps has bound (a bound
+            # method's instance, an inner partial's arguments)
+            names = [n for n in inner[0][0].__code__.co_varnames if n not in inner[0][1]] \
+                if inner else []
             fixed.update(zip(names, fn.args))
             fixed.update(fn.keywords)
             fn = fn.func

@@ -379,3 +379,32 @@ def test_buffers_named_by_an_object_argument_and_also_passed_are_followed(backen
         want = 2 * want
         np.testing.assert_array_equal(_host(bufs.nxt), want)
         bufs.cur, bufs.nxt = bufs.nxt, bufs.cur
+
+
+class _Act:
+    def __init__(self, alpha):
+        self.alpha = alpha
+
+    def __call__(self, v):
+        return v * self.alpha
+
+
+class _Layer(NamedTuple):
+    w: object
+    act = _Act(2.0)  # a callable class attribute: an object, not a method
+
+
+def test_an_attribute_of_a_callable_class_attribute_of_a_container_is_checked(backend):
+    @tg.compile(backend=backend)
+    def f(layer):
+        out = tg.empty_like(layer.w)
+        scale[1, N](layer.w, layer.act.alpha, out)
+        return out
+
+    w = np.arange(N, dtype=np.float64)
+    try:
+        np.testing.assert_array_equal(_host(f(_Layer(w))), 2.0 * w)
+        _Layer.act.alpha = 3.0
+        np.testing.assert_array_equal(_host(f(_Layer(w))), 3.0 * w)
+    finally:
+        _Layer.act.alpha = 2.0

@@ -787,3 +787,20 @@ def test_an_environment_step_follows_reset_and_new_parameters(backend):
         eager.step(re)
         np.testing.assert_array_equal(rm.copy_to_host(), re.copy_to_host(), err_msg=str(k))
         np.testing.assert_array_equal(mine.pos.copy_to_host(), eager.pos.copy_to_host())
+
+
+class _Scaler:
+    def forward(self, opts, x):
+        out = tg.empty_like(x)
+        scale[1, 16](x, opts.scale, out)
+        return out
+
+
+def test_compiling_a_partial_of_a_bound_method_checks_the_partials_argument(backend):
+    """partial(model.forward, opts): opts fills the parameter after self."""
+    opts = types.SimpleNamespace(scale=2.0)
+    f = tg.compile(functools.partial(_Scaler().forward, opts), backend=backend)
+    x = np.arange(16, dtype=np.float64)
+    np.testing.assert_array_equal(f(x), 2.0 * x)
+    opts.scale = 3.0
+    np.testing.assert_array_equal(f(x), 3.0 * x)

@@ -5,6 +5,7 @@ state, a variant whose base graph's paths changed. It replays directly while the
 and traces (or takes the matching graph) when they do not."""
 from __future__ import annotations
 
+import dataclasses
 import types
 import weakref
 
@@ -336,3 +337,34 @@ def test_the_direct_replay_checks_the_state_the_graph_was_traced_for(backend):
         np.testing.assert_array_equal(
             got.copy_to_host() if hasattr(got, "copy_to_host") else got,
             want * np.arange(N))
+
+
+@dataclasses.dataclass
+class _Clip:
+    clip: object = None
+
+
+CLIP = _Clip()
+
+
+def test_a_container_default_changed_in_place_is_seen_by_every_path(backend):
+    """A dataclass default (flattened again on every call) keeps a call off the direct
+    replay, which checks only the arguments given."""
+    CLIP.clip = None
+
+    @tg.compile(backend=backend)
+    def step(x, opts=CLIP):
+        add_to[1, N](x, 1.0)
+        if opts.clip is not None:
+            scale[1, N](x, 0.0, x)
+
+    x = cuda.to_device(np.zeros(N))
+    try:
+        for k in range(5):
+            if k == 3:
+                CLIP.clip = 1.0
+            step(x)
+            got = x.copy_to_host() if hasattr(x, "copy_to_host") else x
+            np.testing.assert_array_equal(got, np.full(N, 0.0 if k >= 3 else k + 1.0))
+    finally:
+        CLIP.clip = None
