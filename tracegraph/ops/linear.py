@@ -4,7 +4,7 @@ Where cuBLAS is there (tracegraph.ops.matmul's engine), a float32 product is one
 node. Elsewhere (no cuBLAS: the simulator; other dtypes; TRACEGRAPH_MATMUL=kernel) a
 product of at most four rows (a decode step's) is one GEMV kernel (gemv.py), with the
 bias, residual and activation applied as it writes. On an H100 cuBLASLt's GEMV ran a
-decode step's products faster than this kernel (docs/performance.md), so it goes first.
+decode step's products faster than this kernel (docs/ops.md), so it goes first.
 
 cuBLASLt computes D = epilogue(A @ B + beta * C): the residual is its C (beta = 1), the
 bias and the activation (ReLU, or GELU's tanh approximation) its epilogue, so a
