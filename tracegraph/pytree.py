@@ -63,11 +63,7 @@ def attribute_fields(value: Any) -> tuple[str, ...] | None:
     t = type(value)
     if t in _dataclasses_seen:
         return tuple(f.name for f in dataclasses.fields(t) if f.init)
-    if isinstance(value, tuple) and t is not tuple:
-        fields = getattr(t, "_fields", None)
-        if isinstance(fields, tuple) and optree.is_namedtuple_class(t):
-            return fields
-    return None
+    return t._fields if optree.is_namedtuple_class(t) else None
 
 
 def is_leaf(value: Any) -> bool:

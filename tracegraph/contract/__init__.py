@@ -18,8 +18,9 @@ graph; `verify=` traces again and compares (verify.py).
 """
 from __future__ import annotations
 
+from .checks import holds
 from .compiled_in import CompiledIn
-from .state import Contract, holds, state_of, without_state
+from .state import Contract, state_of, without_state
 from .verify import check_same, verify_every
 
 __all__ = ["CompiledIn", "Contract", "check_same", "holds", "state_of", "verify_every",

@@ -118,6 +118,8 @@ def _inlined_comprehension_stores(instructions: list[dis.Instruction]) -> set[in
     END_FOR of its loop, then the two that put the saved value back (after the loop, and
     before the RERAISE of its exception path). They do not rebind the function's name."""
     out: set[int] = set()
+    if not any(ins.opname == "LOAD_FAST_AND_CLEAR" for ins in instructions):
+        return out  # (no inlined comprehension: before 3.12, and most functions)
     loops = 0  # FOR_ITERs without their END_FOR so far, in code order
     open_at: dict[str, list[int]] = {}  # name -> the loop depth each saving opened at
     restores: dict[str, int] = {}  # name -> restores after the loop still to come
@@ -138,13 +140,11 @@ def _inlined_comprehension_stores(instructions: list[dis.Instruction]) -> set[in
             names = name if isinstance(name, tuple) else (name,)
             if op == "STORE_FAST_LOAD_FAST":
                 names = names[:1]
-            following = next((i.opname for i in instructions[index + 1:]
-                              if i.opname not in _TRANSPARENT), "")
             owned = []
             for stored in map(str, names):
                 if open_at.get(stored):
                     owned.append(stored)  # the loop's variable
-                elif following == "RERAISE" and stored in open_at:
+                elif stored in open_at and _next_op(instructions, index) == "RERAISE":
                     owned.append(stored)  # the exception path's restore
                 elif restores.get(stored):
                     restores[stored] -= 1
@@ -152,6 +152,11 @@ def _inlined_comprehension_stores(instructions: list[dis.Instruction]) -> set[in
             if len(owned) == len(names):
                 out.add(index)
     return out
+
+
+def _next_op(instructions: list[dis.Instruction], index: int) -> str:
+    return next((instructions[k].opname for k in range(index + 1, len(instructions))
+                 if instructions[k].opname not in _TRANSPARENT), "")
 
 
 def _root(ins: dis.Instruction, parameters: frozenset[str], captured: frozenset[str],

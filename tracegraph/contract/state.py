@@ -1,15 +1,7 @@
 """The Python state a compiled function's graphs are chosen by: the checked names (chains
-from its own bytecode, chains.py) and the user's `key()`. Each check is one tuple, built
-once per function and read the same way by the Python path (`state`, `holds`) and by the
-C direct replay (backends/cuda/_graphlaunch.c):
-
-    (root + 10 * compare, a, b, attributes, expected)
-
-root 0: dict `a` at key `b` (the function's globals); 1: closure cell `a`; 2: object `a`
-(a bound method's instance, a partial's argument); 3: positional argument `b` of the call;
-4: `a()` (key=). compare 0: the very object `expected` (a bound method: the same instance
-and function); 1: the very array, with the shape, strides and dtype in `expected`; 2:
-equal to `expected` (key=); 3: the path finds nothing (a global not set)."""
+from its own bytecode, chains.py) and the user's `key()`, as a key (`Contract.state`) and
+as checks (`Contract.fast_checks`, checks.py) that the Python path and the C direct
+replay read the same way."""
 from __future__ import annotations
 
 import functools
@@ -26,9 +18,20 @@ from ..signature import arguments
 from ..signature.call import Same, static_key
 from ..traced import Array
 from .chains import CLOSURE, GLOBAL, Chain, names_of
+from .checks import (
+    ABSENT,
+    ARGUMENT,
+    CALL,
+    CELL,
+    EQUAL,
+    GLOBALS,
+    LAYOUT,
+    MISSING,
+    OBJECT,
+    holds,
+    walk,
+)
 
-IDENTITY, LAYOUT, EQUAL, ABSENT = 0, 1, 2, 3
-GLOBALS, CELL, OBJECT, ARGUMENT, CALL = 0, 1, 2, 3, 4
 _GONE = ("absent",)  # the key of a chain that finds nothing
 # the key of a chain from a parameter that stays inside its argument's structure: what
 # it reads is the signature's (in_structure)
@@ -41,7 +44,7 @@ def value_key(value: Any) -> Any:
     """How a checked name's value enters the key: numbers, strings, None and tuples of them
     by value (typed, as a signature keys a scalar); an array by its memory and layout; a
     bound method by its instance and function; anything else by identity."""
-    if value is _MISSING:
+    if value is MISSING:
         return _GONE
     if isinstance(value, _VALUES):
         return static_key(value)
@@ -115,7 +118,7 @@ class Contract:
             s[0] == ARGUMENT for s in self._starts) else {}
         out = []
         for c, s in zip(self.chains, self._starts):
-            part = in_structure(c, named.get(s[2], _MISSING)) if s[0] == ARGUMENT else None
+            part = in_structure(c, named.get(s[2], MISSING)) if s[0] == ARGUMENT else None
             out.append(value_key(self._find(c, s, named)[0]) if part is None else
                        _IN_SIGNATURE if not part else ("method of", Same(part[2])))
         declared = _UNREAD
@@ -187,7 +190,7 @@ class Contract:
             elif root == ARGUMENT:  # a parameter left at its default: that very object
                 root, a, b = OBJECT, named[b], None
             steps = chain.attributes[:depth]
-            if now is _MISSING:
+            if now is MISSING:
                 out.append((root + 10 * ABSENT, a, b, steps, None))
             elif isinstance(now, np.ndarray):  # (its memory cannot move while held)
                 out.append((root + 10 * LAYOUT, a, b, steps,
@@ -251,20 +254,18 @@ class Contract:
         the first array (whose memory and layout decide its `.shape`, `.dtype`, ...)."""
         root, a, b = start
         if root == ARGUMENT:
-            value = named.get(b, _MISSING)
+            value = named.get(b, MISSING)
         else:
-            value = _walk((root, a, b, (), None), ())
+            value = walk((root, a, b, (), None), ())
         for depth, name in enumerate(chain.attributes):
-            if value is _MISSING or isinstance(value, Array) or _described(value) is not None:
+            if value is MISSING or isinstance(value, Array) or _described(value) is not None:
                 return value, depth
             try:
                 value = getattr(value, name)
             except Exception:
-                return _MISSING, depth
+                return MISSING, depth
         return value, len(chain.attributes)
 
-
-_MISSING = object()
 
 
 def in_structure(chain: Chain, argument: Any) -> tuple | None:
@@ -278,11 +279,11 @@ def in_structure(chain: Chain, argument: Any) -> tuple | None:
     name's."""
     value = argument
     for depth, name in enumerate(chain.attributes):
-        if value is _MISSING or _described(value) is not None:
+        if value is MISSING or _described(value) is not None:
             break
         fields = pytree.attribute_fields(value)
         if fields is not None and name in fields:
-            value = getattr(value, name, _MISSING)
+            value = getattr(value, name, MISSING)
             continue
         if pytree.is_leaf(value):
             return None
@@ -291,7 +292,7 @@ def in_structure(chain: Chain, argument: Any) -> tuple | None:
                 inspect.isroutine(found) or isinstance(found, (classmethod, staticmethod))):
             return (type(value), name, found)
         return None
-    return None if value is _MISSING else ()
+    return None if value is MISSING else ()
 
 
 def state_of(key: tuple) -> tuple:
@@ -303,52 +304,6 @@ def state_of(key: tuple) -> tuple:
 def without_state(key: tuple) -> tuple:
     """A cache key as the signature alone makes it."""
     return key[1:] if state_of(key) else key
-
-
-def holds(checks: tuple, args: tuple) -> bool:
-    """Every check finds what it expects (the Python twin of the C helper's check_holds)."""
-    for check in checks:
-        compare = check[0] // 10
-        now = _walk(check, args)
-        if compare == ABSENT:
-            if now is not _MISSING:
-                return False
-        elif now is _MISSING:
-            return False
-        elif compare == EQUAL:
-            try:
-                if not now == check[4]:
-                    return False
-            except Exception:
-                return False
-        elif compare == LAYOUT:
-            expected = check[4]
-            if now is not expected[0] or (getattr(now, "shape", None), getattr(
-                    now, "strides", None), getattr(now, "dtype", None)) != expected[1:]:
-                return False
-        elif now is not check[4] and not _same_method(now, check[4]):
-            return False
-    return True
-
-
-def _walk(check: tuple, args: tuple) -> Any:
-    root = check[0] % 10
-    a, b = check[1], check[2]
-    try:
-        now = a[b] if root == GLOBALS else a.cell_contents if root == CELL else \
-            a if root == OBJECT else args[b] if root == ARGUMENT else a()
-        for name in check[3]:
-            now = getattr(now, name)
-    except Exception:
-        return _MISSING
-    return now
-
-
-def _same_method(a: Any, b: Any) -> bool:
-    """Two reads of one method: a new bound-method object each time, the same instance and
-    function (what `==` says of methods)."""
-    return type(a) is type(b) and isinstance(a, (types.MethodType, types.BuiltinMethodType)) \
-        and a.__self__ is b.__self__ and a == b
 
 
 def _set_itself(chain: Chain, stored: frozenset[Chain]) -> bool:
