@@ -236,7 +236,8 @@ class CompiledFunction:
         executable = entry.executable
         checks = self._contract.checks_of(arm, signature) if arm is not None and padded is None \
             and not self._verify and hasattr(executable, "replay_same") \
-            and self._calls.fixed_defaults and _same_objects(arm, call.leaves) else None
+            and _same_objects(arm, call.leaves) and call.tree == self._calls.flat_tree \
+            else None
         if checks is not None:  # (arm: these very arguments, checked as they are now)
             result = executable.run(call.leaves, call.infos, stream, arm=True, checks=checks)
             self._hot = executable
@@ -429,7 +430,9 @@ class BoundCompiledFunction:
 
 
 def _same_objects(args: tuple, leaves: list) -> bool:
-    """The leaves are these very arguments, whose metadata can never change."""
+    """The leaves are these very arguments, whose metadata can never change (the call's
+    structure says whether they are all of it: a default's container, None fields only,
+    holds no leaf)."""
     return len(args) == len(leaves) and all(
         a is leaf and has_fixed_metadata(a) for a, leaf in zip(args, leaves))
 
